@@ -1,0 +1,1 @@
+"""How learning happens: data types, registries, configs, collection, algorithms, trainers."""

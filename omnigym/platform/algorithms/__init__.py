@@ -1,0 +1,1 @@
+"""Things that learn. One file per algorithm; each reads top to bottom."""

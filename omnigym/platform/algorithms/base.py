@@ -1,0 +1,79 @@
+"""The Algorithm interface: the thing that learns.
+
+An algorithm owns everything training needs besides the deployable policy: critics, Q-networks,
+target networks, optimisers, reward normalisers. It sees only ``Rollout`` batches and the
+``Policy`` interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from gymnasium import spaces
+from torch import Tensor
+
+from omnigym.platform.types import Rollout
+from omnigym.policies.base import Policy
+
+
+@dataclass
+class AlgorithmConfig:
+    """Base of every algorithm config; ``type`` is the registered algorithm name."""
+
+    type: str = ""
+
+
+class Algorithm:
+    """Learns a policy from data.
+
+    Subclasses set ``name``, ``config_class`` and ``requires`` (the policy capabilities they
+    need, checked when the algorithm is built so a mismatch fails at start, not mid-run).
+    """
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+    requires: ClassVar[tuple[str, ...]] = ("act",)
+
+    def __init__(
+        self,
+        config: AlgorithmConfig,
+        policy: Policy,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        missing = [cap for cap in self.requires if cap not in policy.capabilities]
+        if missing:
+            raise ValueError(
+                f"algorithm {self.name!r} needs policy capabilities {missing}, which policy "
+                f"{policy.name!r} lacks (it has {sorted(policy.capabilities)})"
+            )
+        self.config = config
+        self.policy = policy
+        self.observation_space = observation_space
+        self.action_space = action_space
+        self.device = torch.device(device)
+
+    def process_rollout(self, rollout: Rollout) -> Rollout:
+        """Add what the loss needs (values, advantages, returns); the identity by default."""
+        return rollout
+
+    def compute_loss(self, batch: Any) -> tuple[Tensor, dict[str, Tensor]]:
+        """The scalar loss on one minibatch and its diagnostics; pure, no optimiser step."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement compute_loss")
+
+    def update(self, data: Any) -> dict[str, float]:
+        """Learn from ``data`` (a processed rollout, or a batch); returns metrics."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement update")
+
+    def set_progress(self, fraction: float) -> None:
+        """Tell the algorithm how far training is (0 -> 1), for schedules such as LR annealing."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything besides the policy weights needed to resume exactly."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""

@@ -1,0 +1,258 @@
+"""Proximal Policy Optimization (Schulman et al., 2017) with GAE, value clipping and an entropy bonus.
+
+Follows ALGORITHMS.md §1 with CleanRL's choices where the libraries differ: the value loss is
+``0.5 * max(unclipped, clipped)`` squared error with the policy's clip range, advantages are
+normalised per minibatch, the learning rate anneals linearly to 0. Unlike CleanRL, truncated
+episodes bootstrap from the value of their true final observation (SB3's rule, §1.6).
+
+The loss is written over action *parts* (``logprob [B, L]`` with a mask), so the same code
+scores a one-part Gaussian action and an L-token text action (token-mean aggregation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from gymnasium import spaces
+from torch import Tensor, nn
+
+from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig
+from omnigym.platform.normalization import RunningMeanStd
+from omnigym.platform.returns import gae
+from omnigym.platform.types import OnPolicyBatch, Rollout
+from omnigym.policies.base import Policy
+from omnigym.policies.mlp import mlp, orthogonal_init
+
+
+@dataclass
+class PPOConfig(AlgorithmConfig):
+    """PPO hyperparameters (defaults: CleanRL ``ppo_continuous_action.py``)."""
+
+    type: str = "ppo"
+    num_steps: int = 2048
+    """Steps per env per rollout (T)."""
+    num_epochs: int = 10
+    """Passes over each rollout."""
+    num_minibatches: int = 32
+    """Minibatches per epoch (minibatch size = T * N / num_minibatches)."""
+    learning_rate: float = 3e-4
+    """Adam learning rate (policy and critic)."""
+    anneal_lr: bool = True
+    """Decay the learning rate linearly to 0 over training."""
+    adam_eps: float = 1e-5
+    """Adam epsilon."""
+    gamma: float = 0.99
+    """Discount."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_coef: float = 0.2
+    """Surrogate clip range epsilon."""
+    clip_vloss: bool = True
+    """Clip the value update to +-vf_clip_coef around the old value (CleanRL's max form)."""
+    vf_clip_coef: float | None = None
+    """Value clip range; None uses clip_coef."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch (skipped for a minibatch of one)."""
+    target_kl: float | None = None
+    """Stop the update early once a minibatch's approx KL exceeds this."""
+    normalize_reward: bool = False
+    """Scale rewards by the running std of the discounted return (CleanRL's NormalizeReward)."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to [-reward_clip, reward_clip]."""
+    bootstrap_truncated: bool = True
+    """Bootstrap time-limit truncations from V(final observation); False treats them as terminal."""
+    critic_hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden widths of the critic MLP (built on the policy's features)."""
+    critic_activation: str = "tanh"
+    """Critic activation (tanh, relu, elu, gelu)."""
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if self.num_steps < 1 or self.num_epochs < 1 or self.num_minibatches < 1:
+            raise ValueError("algo.num_steps, algo.num_epochs and algo.num_minibatches must be >= 1")
+        if not 0.0 <= self.gamma <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
+            raise ValueError("algo.gamma and algo.gae_lambda must lie in [0, 1]")
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """Mean of ``x`` over the entries where ``mask`` is set (token-mean aggregation)."""
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+class PPO(Algorithm):
+    """PPO with a critic owned by the algorithm, built on ``policy.features``."""
+
+    name: ClassVar[str] = "ppo"
+    config_class: ClassVar[type[AlgorithmConfig]] = PPOConfig
+    requires: ClassVar[tuple[str, ...]] = ("act", "evaluate", "features", "trainable")
+    config: PPOConfig
+
+    def __init__(
+        self,
+        config: PPOConfig,
+        policy: Policy,
+        observation_space: spaces.Dict,
+        action_space: spaces.Space,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        super().__init__(config, policy, observation_space, action_space, device)
+        trunk, width = mlp(policy.feature_dim, tuple(config.critic_hidden_sizes), config.critic_activation)
+        value_head = nn.Linear(width, 1)
+        orthogonal_init(trunk, 2**0.5)
+        orthogonal_init(value_head, 1.0)
+        self.critic = nn.Sequential(trunk, value_head).to(self.device)
+        self.params = [*policy.parameters(), *self.critic.parameters()]
+        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=config.adam_eps, foreach=True)
+        self.return_rms = RunningMeanStd(()) if config.normalize_reward else None
+        self._discounted_return: Tensor | None = None  # per-env running return for reward scaling
+
+    def value(self, obs: dict[str, Tensor]) -> Tensor:
+        """V(s) for a batch. Shape: [B]."""
+        return self.critic(self.policy.features(obs)).squeeze(-1)
+
+    def set_progress(self, fraction: float) -> None:
+        """Anneal the learning rate linearly: lr = lr0 * (1 - fraction)."""
+        if self.config.anneal_lr:
+            lr = self.config.learning_rate * max(0.0, 1.0 - fraction)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+
+    # --- advantages ------------------------------------------------------------------------
+    @torch.no_grad()
+    def process_rollout(self, rollout: Rollout) -> Rollout:
+        """Values, GAE advantages and TD(lambda) returns, bootstrapping truncated episodes."""
+        rollout = rollout.to(self.device)
+        T, N = rollout.num_steps, rollout.num_envs
+        flat_obs = {k: v.reshape(T * N, *v.shape[2:]) for k, v in rollout.obs.items()}
+        values = self.value(flat_obs).reshape(T, N)
+        # V(s_{t+1}) within each episode: the next stored observation, the rollout's final
+        # observation, or (truncation under same_step/disabled autoreset) the true final one.
+        next_values = torch.empty_like(values)
+        next_values[:-1] = values[1:]
+        next_values[-1] = self.value(rollout.next_obs)
+        if len(rollout.final_index):
+            t, n = rollout.final_index.unbind(-1)
+            next_values[t, n] = self.value(rollout.final_obs)
+        terminated = rollout.terminated if self.config.bootstrap_truncated else rollout.dones
+        rewards = self._scale_rewards(rollout) if self.return_rms is not None else rollout.rewards
+        advantages, returns = gae(
+            rewards, values, next_values, terminated, rollout.dones, self.config.gamma, self.config.gae_lambda
+        )
+        rollout.values, rollout.advantages, rollout.returns = values, advantages, returns
+        return rollout
+
+    def _scale_rewards(self, rollout: Rollout) -> Tensor:
+        """Rewards divided by the running std of the discounted return (updated step by step)."""
+        assert self.return_rms is not None
+        if self._discounted_return is None:
+            self._discounted_return = torch.zeros(rollout.num_envs, dtype=torch.float64, device=self.device)
+        scaled = torch.empty_like(rollout.rewards)
+        ret = self._discounted_return
+        for t in range(rollout.num_steps):
+            valid = rollout.valid[t]
+            ret = torch.where(valid, ret * self.config.gamma + rollout.rewards[t].double(), ret)
+            self.return_rms.update(ret[valid])
+            scaled[t] = (rollout.rewards[t] / torch.sqrt(self.return_rms.var + 1e-8)).float()
+            ret = torch.where(rollout.dones[t], torch.zeros_like(ret), ret)
+        self._discounted_return = ret
+        return scaled.clamp(-self.config.reward_clip, self.config.reward_clip)
+
+    # --- loss --------------------------------------------------------------------------------
+    def compute_loss(self, batch: OnPolicyBatch) -> tuple[Tensor, dict[str, Tensor]]:
+        """Clipped surrogate + clipped value loss - entropy bonus on one minibatch (§1.2)."""
+        cfg = self.config
+        evaluation = self.policy.evaluate(batch.obs, batch.actions, batch.extras)
+        logratio = evaluation.logprob - batch.logprob  # [B, L]
+        ratio = logratio.exp()
+
+        advantages = batch.advantages
+        if cfg.norm_adv and len(batch) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        if advantages.dim() == 1:
+            advantages = advantages.unsqueeze(-1)  # every part of an action shares its advantage
+        # L_clip = max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps))
+        pg_loss1 = -advantages * ratio
+        pg_loss2 = -advantages * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
+        pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), batch.mask)
+
+        new_values = self.value(batch.obs)
+        if cfg.clip_vloss:
+            # CleanRL: 0.5 * max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2)
+            eps_v = cfg.clip_coef if cfg.vf_clip_coef is None else cfg.vf_clip_coef
+            clipped = batch.values + (new_values - batch.values).clamp(-eps_v, eps_v)
+            v_loss = 0.5 * torch.max((new_values - batch.returns) ** 2, (clipped - batch.returns) ** 2).mean()
+        else:
+            v_loss = 0.5 * ((new_values - batch.returns) ** 2).mean()
+
+        entropy = masked_mean(evaluation.entropy, batch.mask)
+        loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+
+        with torch.no_grad():
+            approx_kl = masked_mean((ratio - 1.0) - logratio, batch.mask)  # k3 estimator
+            clipfrac = masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), batch.mask)
+        metrics = {
+            "train/loss_policy": pg_loss.detach(),
+            "train/loss_value": v_loss.detach(),
+            "train/entropy": entropy.detach(),
+            "train/approx_kl": approx_kl,
+            "train/clipfrac": clipfrac,
+        }
+        return loss, metrics
+
+    def update(self, data: Rollout) -> dict[str, float]:
+        """``num_epochs`` passes of shuffled minibatch steps over a processed rollout."""
+        cfg = self.config
+        batch = data.flatten()
+        history: list[dict[str, Tensor]] = []
+        stop = False
+        for _ in range(cfg.num_epochs):
+            for minibatch in batch.minibatches(min(cfg.num_minibatches, len(batch))):
+                loss, metrics = self.compute_loss(minibatch)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                metrics["train/grad_norm"] = nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
+                self.optimizer.step()
+                history.append(metrics)
+                if cfg.target_kl is not None and float(metrics["train/approx_kl"]) > cfg.target_kl:
+                    stop = True
+                    break
+            if stop:
+                break
+        out = {k: float(torch.stack([m[k] for m in history]).mean()) for k in history[0]}
+        out["train/explained_variance"] = explained_variance(batch.values, batch.returns)
+        out["train/learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
+        out["train/num_updates"] = float(len(history))
+        return out
+
+    # --- state -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Critic, optimiser and reward-normaliser state."""
+        return {
+            "critic": self.critic.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "return_rms": self.return_rms.state_dict() if self.return_rms is not None else None,
+            "discounted_return": self._discounted_return,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output."""
+        self.critic.load_state_dict(state["critic"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.return_rms is not None and state.get("return_rms") is not None:
+            self.return_rms.load_state_dict(state["return_rms"])
+        self._discounted_return = state.get("discounted_return")
+
+
+def explained_variance(values: Tensor, returns: Tensor) -> float:
+    """1 - Var(returns - values) / Var(returns); 1 is a perfect critic, <= 0 a useless one."""
+    var = returns.var()
+    return float("nan") if var == 0 else float(1.0 - (returns - values).var() / var)

@@ -1,0 +1,188 @@
+"""The ``omnigym`` command: train, eval, list, demo, bench."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from omnigym.platform.config import ConfigError
+from omnigym.platform.experiment import REPO_ROOT
+
+BENCH_DIR = REPO_ROOT / "bench"
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from omnigym.platform.experiment import load_experiment
+    from omnigym.platform.trainers.on_policy import OnPolicyTrainer, load_run_config, new_run_dir
+
+    if args.resume:
+        if args.experiment:
+            raise SystemExit("train: give either an experiment or --resume <run dir>, not both")
+        run_dir = Path(args.resume)
+        trainer = OnPolicyTrainer(load_run_config(run_dir), run_dir, resume=True)
+    else:
+        if not args.experiment:
+            raise SystemExit("train: name an experiment (see `omnigym list`) or pass --resume <run dir>")
+        config = load_experiment(args.experiment, args.overrides)
+        trainer = OnPolicyTrainer(config, new_run_dir(config))
+    print(f"run directory: {trainer.run_dir}", file=sys.stderr)
+    result = trainer.train()
+    _print_result(result.final_eval, result.best_eval)
+    return 0
+
+
+def _print_result(final_eval: dict[str, float], best_eval: dict[str, float] | None) -> None:
+    from omnigym.platform.evaluate import format_summary
+
+    print("final evaluation (policy at the end of training):")
+    print(format_summary(final_eval))
+    if best_eval is not None:
+        print(f"best evaluation (at step {int(best_eval.get('step', 0))}):")
+        print(format_summary(best_eval))
+
+
+def resolve_policy(spec: str, env_id: str) -> object:
+    """A policy from a registered name, a saved policy dir, a checkpoint dir or a run dir."""
+    from omnigym.platform.checkpoint import latest_checkpoint
+    from omnigym.platform.registry import POLICIES
+    from omnigym.platform.vec_env import make_env
+    from omnigym.policies.base import CONFIG_FILE, Policy
+
+    path = Path(spec)
+    if path.exists():
+        candidates = [path, path / "policy", path / "best_policy"]
+        checkpoint = latest_checkpoint(path) if path.is_dir() else None
+        if checkpoint is not None:
+            candidates.append(checkpoint / "policy")
+        for candidate in candidates:
+            if (candidate / CONFIG_FILE).is_file():
+                return Policy.from_pretrained(candidate)
+        raise FileNotFoundError(f"{spec} holds no saved policy (looked for {CONFIG_FILE} in {candidates})")
+    policy_cls = POLICIES.get(spec)
+    env = make_env(env_id)
+    try:
+        return policy_cls(policy_cls.config_class(), env.observation_space, env.action_space)
+    finally:
+        env.close()
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from omnigym.platform.evaluate import evaluate_policy, format_summary
+
+    policy = resolve_policy(args.policy, args.env)
+    video_path = None
+    if args.video:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        video_path = Path(args.video_dir) / f"{args.env.replace('/', '_')}-{stamp}.mp4"
+    result = evaluate_policy(
+        policy, args.env, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic,
+        video_path=video_path,
+    )  # fmt: skip
+    summary = result.summary()
+    if args.json:
+        if result.video_path:
+            summary["video"] = str(result.video_path)  # type: ignore[assignment]
+        print(json.dumps(summary))
+    else:
+        print(f"{args.policy} on {args.env}, {args.episodes} episodes from seed {args.seed}:")
+        print(format_summary(summary))
+        if result.video_path:
+            print(f"video: {result.video_path}")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import omnigym  # noqa: F401  (registers the omnigym envs)
+    from omnigym.envs import omnigym_env_ids
+    from omnigym.platform.experiment import list_experiments
+    from omnigym.platform.registry import ALGORITHMS, POLICIES, WORLD_MODELS
+
+    env_ids = sorted(gym.registry) if args.all_envs else omnigym_env_ids()
+    sections = {
+        "envs" if args.all_envs else "envs (omnigym; any Gymnasium id also works, --all-envs lists them)": env_ids,
+        "policies": POLICIES.names(),
+        "algorithms": ALGORITHMS.names(),
+        "world models": WORLD_MODELS.names(),
+        "experiments": list_experiments(),
+        "benchmarks": list_benchmarks(),
+    }
+    for title, names in sections.items():
+        print(f"{title}:")
+        print("\n".join(f"  {n}" for n in names) if names else "  (none yet)")
+    return 0
+
+
+def list_benchmarks() -> list[str]:
+    """Benchmark names: the scripts in ``bench/``."""
+    return sorted(p.stem for p in BENCH_DIR.glob("*.py") if not p.stem.startswith("_"))
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    script = BENCH_DIR / f"{args.name}.py"
+    if not script.is_file():
+        raise SystemExit(f"unknown benchmark {args.name!r}; known: {', '.join(list_benchmarks())}")
+    command = [sys.executable, str(script), *(["--quick"] if args.quick else [])]
+    return subprocess.call(command)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from omnigym.platform.demo import run_demo
+
+    report = run_demo(Path(args.out) if args.out else None, overrides=args.overrides)
+    print(f"report: {report}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for every subcommand."""
+    parser = argparse.ArgumentParser(prog="omnigym", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = sub.add_parser("train", help="train an experiment, or resume a run")
+    train.add_argument("experiment", nargs="?", help="experiment name (configs/experiment) or a YAML path")
+    train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. algo.learning_rate=1e-3 env=pendulum")
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    train.set_defaults(func=_cmd_train)
+
+    evaluate = sub.add_parser("eval", help="evaluate a policy on an env")
+    evaluate.add_argument("--policy", required=True, help="registered policy name, saved policy, checkpoint or run dir")
+    evaluate.add_argument("--env", required=True, help="Gymnasium env id, e.g. CartPole-v1 or omnigym/...")
+    evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
+    evaluate.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
+    evaluate.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
+    evaluate.add_argument("--video", action="store_true", help="record the first episode as MP4")
+    evaluate.add_argument("--video-dir", default="videos", help="where --video writes (default videos/)")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.set_defaults(func=_cmd_eval)
+
+    listing = sub.add_parser("list", help="list envs, policies, algorithms, world models, experiments, benchmarks")
+    listing.add_argument("--all-envs", action="store_true", help="list every Gymnasium env id")
+    listing.set_defaults(func=_cmd_list)
+
+    demo = sub.add_parser("demo", help="the main job: train, evaluate and write a report")
+    demo.add_argument("--out", help="run directory (default runs/demo-<timestamp>)")
+    demo.add_argument("overrides", nargs="*", help="dotted overrides for the demo experiment")
+    demo.set_defaults(func=_cmd_demo)
+
+    bench = sub.add_parser("bench", help="run bench/<name>.py; its last line is one JSON object")
+    bench.add_argument("name", help="benchmark name (see `omnigym list`)")
+    bench.add_argument("--quick", action="store_true", help="the same measurement, smaller, under a minute")
+    bench.set_defaults(func=_cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``omnigym`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ConfigError, FileNotFoundError, ValueError, KeyError) as exc:
+        print(f"omnigym {args.command}: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,217 @@
+"""Rollouts from Gymnasium vector envs, correct under every autoreset mode.
+
+Gymnasium 1.x can reset a finished sub-env in three ways, and each needs its own bookkeeping:
+
+* ``same_step``: the step that ends an episode already returns the next episode's first
+  observation; the true final observation is in ``info["final_obs"]``. Every step is a
+  transition; truncated episodes bootstrap from the stored final observation.
+* ``next_step``: the step after the end ignores the action and returns the reset observation with
+  zero reward. That step is stored with ``valid=False`` and excluded from every loss; the final
+  observation is the next stored observation, so bootstrapping needs nothing extra.
+* ``disabled``: the collector resets finished sub-envs itself (``reset_mask``), keeping the final
+  observation, which makes it behave like ``same_step``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+
+from omnigym.platform.types import EpisodeStats, Rollout
+from omnigym.platform.vec_env import autoreset_mode, to_env_action
+from omnigym.policies.base import Policy, obs_to_torch
+
+REWARD_COMPONENTS = "reward_components"
+
+
+def group_seeds(seed: int, num_envs: int, group_size: int) -> list[int]:
+    """Per-env reset seeds that start ``group_size`` consecutive envs from the same state.
+
+    GRPO-style algorithms compare ``G`` rollouts from one start: envs ``[g*G, (g+1)*G)`` share
+    seed ``seed + g``. Needs deterministic ``reset(seed=...)``, which conformance tests check.
+    """
+    if group_size < 1 or num_envs % group_size:
+        raise ValueError(f"num_envs ({num_envs}) must be a positive multiple of group_size ({group_size})")
+    return [seed + i // group_size for i in range(num_envs)]
+
+
+def _numeric_keys(obs: dict[str, Any]) -> list[str]:
+    return [k for k, v in obs.items() if isinstance(v, np.ndarray) and v.dtype != object]
+
+
+def _env_info(info: dict[str, Any], index: int, key: str) -> Any:
+    """Sub-env ``index``'s value of ``key`` in a vector info dict, or None."""
+    if key not in info or not info.get(f"_{key}", np.ones(index + 1, bool))[index]:
+        return None
+    return info[key][index]
+
+
+class RolloutCollector:
+    """Steps ``N`` vector envs with a policy for ``num_steps`` at a time.
+
+    Keeps the current observation and per-env episode accumulators between calls, so
+    consecutive rollouts continue the same episodes.
+
+    Args:
+        envs: the vector env (any autoreset mode).
+        policy: acts on ``obs_to_torch`` observations.
+        num_steps: T, steps per env per rollout.
+        device: where the policy runs.
+    """
+
+    def __init__(
+        self, envs: gym.vector.VectorEnv, policy: Policy, num_steps: int, device: torch.device | str = "cpu"
+    ) -> None:
+        self.envs, self.policy, self.num_steps = envs, policy, num_steps
+        self.device = torch.device(device)
+        self.mode = autoreset_mode(envs)
+        self.num_envs = envs.num_envs
+        self.policy_version = 0
+        self.obs: dict[str, np.ndarray] | None = None
+        self._pending_reset = np.zeros(self.num_envs, dtype=bool)  # next_step mode: the next step resets
+        self._episode_return = np.zeros(self.num_envs)
+        self._episode_length = np.zeros(self.num_envs, dtype=np.int64)
+        self._component_names: tuple[str, ...] | None = None
+
+    def reset(self, seed: int | list[int] | None = None) -> None:
+        """Start fresh episodes in every sub-env (``seed`` as in ``VectorEnv.reset``)."""
+        obs, _ = self.envs.reset(seed=seed)
+        self.obs = obs
+        self._pending_reset[:] = False
+        self._episode_return[:] = 0.0
+        self._episode_length[:] = 0
+        self.policy.reset()
+
+    def collect(self) -> tuple[Rollout, EpisodeStats]:
+        """One rollout ``[T, N]`` and the statistics of the episodes that ended in it."""
+        if self.obs is None:
+            self.reset()
+        assert self.obs is not None
+        T, N = self.num_steps, self.num_envs
+        keys = _numeric_keys(self.obs)
+        obs_buf = {k: np.empty((T, *self.obs[k].shape), dtype=self.obs[k].dtype) for k in keys}
+        rewards = np.zeros((T, N), dtype=np.float32)
+        terminated = np.zeros((T, N), dtype=bool)
+        truncated = np.zeros((T, N), dtype=bool)
+        valid = np.ones((T, N), dtype=bool)
+        components: np.ndarray | None = None
+        actions = logprob = mask = None
+        extras: dict[str, torch.Tensor] = {}
+        final_rows: list[tuple[int, int, dict[str, np.ndarray]]] = []
+        stats = EpisodeStats()
+        single_action_space = self.envs.single_action_space
+
+        for t in range(T):
+            for k in keys:
+                obs_buf[k][t] = self.obs[k]
+            with torch.inference_mode():
+                step = self.policy.act(obs_to_torch(self.obs, self.device))
+            if actions is None:
+                actions = torch.empty((T, *step.action.shape), dtype=step.action.dtype)
+                logprob = torch.empty((T, *step.logprob.shape), dtype=step.logprob.dtype)
+                mask = torch.empty((T, *step.mask.shape), dtype=torch.bool)
+                extras = {k: torch.empty((T, *v.shape), dtype=v.dtype) for k, v in step.extras.items()}
+            actions[t], logprob[t], mask[t] = step.action, step.logprob, step.mask
+            for k, v in step.extras.items():
+                extras[k][t] = v
+            env_action = to_env_action(single_action_space, step.action.cpu().numpy())
+            next_obs, reward, term, trunc, info = self.envs.step(env_action)
+
+            if self.mode == AutoresetMode.NEXT_STEP:
+                valid[t] = ~self._pending_reset
+            rewards[t], terminated[t], truncated[t] = reward, term, trunc
+            if components is None and REWARD_COMPONENTS in info:
+                self._component_names = tuple(sorted(info[REWARD_COMPONENTS]))
+            if self._component_names:
+                if components is None:
+                    components = np.zeros((T, N, len(self._component_names)), dtype=np.float32)
+                self._store_components(components[t], info, term | trunc)
+
+            done = term | trunc
+            self._episode_return += np.where(valid[t], reward, 0.0)
+            self._episode_length += valid[t]
+            if done.any():
+                next_obs = self._end_episodes(t, done, trunc & ~term, next_obs, info, final_rows, stats)
+            if self.mode == AutoresetMode.NEXT_STEP:
+                self._pending_reset = done
+            self.obs = next_obs
+
+        assert actions is not None and logprob is not None and mask is not None
+        names = self._component_names or ()
+        return (
+            Rollout(
+                obs={k: torch.from_numpy(v) for k, v in obs_buf.items()},
+                actions=actions,
+                rewards=torch.from_numpy(rewards),
+                reward_components=torch.from_numpy(
+                    components if components is not None else np.zeros((T, N, 0), dtype=np.float32)
+                ),
+                terminated=torch.from_numpy(terminated),
+                truncated=torch.from_numpy(truncated),
+                valid=torch.from_numpy(valid),
+                logprob=logprob,
+                mask=mask,
+                policy_version=torch.full((T, N), self.policy_version, dtype=torch.int64),
+                extras=extras,
+                next_obs={k: torch.from_numpy(np.array(self.obs[k])) for k in keys},
+                final_obs={
+                    k: torch.from_numpy(
+                        np.stack([row[2][k] for row in final_rows]) if final_rows else obs_buf[k][0, :0].copy()
+                    )
+                    for k in keys
+                },
+                final_index=torch.tensor([[t, n] for t, n, _ in final_rows], dtype=torch.int64).reshape(-1, 2),
+                reward_component_names=names,
+            ),
+            stats,
+        )
+
+    def _end_episodes(
+        self,
+        t: int,
+        done: np.ndarray,
+        bootstrap: np.ndarray,
+        next_obs: dict[str, np.ndarray],
+        info: dict[str, Any],
+        final_rows: list[tuple[int, int, dict[str, np.ndarray]]],
+        stats: EpisodeStats,
+    ) -> dict[str, np.ndarray]:
+        """Record finished episodes and keep final observations where the mode hides them."""
+        step_info = info.get("final_info", info) if self.mode == AutoresetMode.SAME_STEP else info
+        for i in np.flatnonzero(done):
+            stats.returns.append(float(self._episode_return[i]))
+            stats.lengths.append(int(self._episode_length[i]))
+            for key, value in step_info.items():
+                v = _env_info(step_info, i, key) if not key.startswith("_") else None
+                if isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)):
+                    stats.metrics.setdefault(key, []).append(float(v))
+            if bootstrap[i] and self.mode == AutoresetMode.SAME_STEP:
+                final = info["final_obs"][i]
+                final_rows.append((t, int(i), {k: np.asarray(final[k]) for k in final}))
+            elif bootstrap[i] and self.mode == AutoresetMode.DISABLED:
+                final_rows.append((t, int(i), {k: np.array(v[i]) for k, v in next_obs.items()}))
+        self._episode_return[done] = 0.0
+        self._episode_length[done] = 0
+        self.policy.reset(torch.from_numpy(done))
+        if self.mode == AutoresetMode.DISABLED:
+            next_obs, _ = self.envs.reset(options={"reset_mask": done})
+        return next_obs
+
+    def _store_components(self, out: np.ndarray, info: dict[str, Any], done: np.ndarray) -> None:
+        """Write this step's named reward components ``[N, K]`` (from final_info where needed)."""
+        assert self._component_names is not None
+        sources = [info]
+        if self.mode == AutoresetMode.SAME_STEP and done.any() and "final_info" in info:
+            sources.append(info["final_info"])
+        for n in range(self.num_envs):
+            source = sources[-1] if done[n] and len(sources) > 1 else sources[0]
+            comps = source.get(REWARD_COMPONENTS)
+            if comps is not None:
+                for k, name in enumerate(self._component_names):
+                    value = _env_info(comps, n, name)
+                    if value is not None:
+                        out[n, k] = value

@@ -1,0 +1,119 @@
+"""An experiment: the config that composes env, policy, algorithm and runtime, and its loading."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from omnigym.platform.algorithms.base import AlgorithmConfig
+from omnigym.platform.config import ConfigError, build_dataclass, compose, list_options
+from omnigym.platform.registry import ALGORITHMS, POLICIES, Registry, RegistryError
+from omnigym.platform.runtime import RuntimeConfig
+from omnigym.platform.vec_env import EnvConfig
+from omnigym.policies.base import PolicyConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class EvalConfig:
+    """Periodic and final evaluation on separate envs with fixed seeds."""
+
+    every_steps: int = 0
+    """Evaluate every this many env steps (0: only at the end)."""
+    episodes: int = 10
+    """Episodes per evaluation."""
+    seed: int = 1_000_000
+    """Episode i is reset with seed + i (kept apart from training seeds)."""
+    deterministic: bool = True
+    """Act with the policy's mode instead of sampling."""
+    num_envs: int = 8
+    """Episodes run side by side."""
+    video: bool = False
+    """Record an MP4 of one episode at the final evaluation."""
+
+
+@dataclass
+class LogConfig:
+    """What a run writes while it trains."""
+
+    progress: bool = True
+    """A live progress line (steps, steps/s, recent return, ETA)."""
+    tensorboard: bool = True
+    """TensorBoard event files next to metrics.jsonl."""
+
+
+@dataclass
+class CheckpointConfig:
+    """Checkpoint cadence."""
+
+    every_steps: int = 0
+    """Checkpoint every this many env steps (0: only at the end)."""
+    keep: int = 2
+    """Most recent checkpoints kept on disk."""
+
+
+@dataclass
+class ExperimentConfig:
+    """Everything a training run needs; saved as ``config.yaml`` in the run directory."""
+
+    name: str = "experiment"
+    """Run name (the run directory is ``runs/<name>-<timestamp>`` unless run_dir is set)."""
+    seed: int = 1
+    """Seeds torch, NumPy, Python and the training envs."""
+    total_steps: int = 100_000
+    """Env steps to train for."""
+    trainer: Literal["on_policy"] = "on_policy"
+    """The training loop."""
+    run_dir: str | None = None
+    """Where to write the run (default: runs/<name>-<timestamp>)."""
+    env: EnvConfig = field(default_factory=EnvConfig)
+    policy: PolicyConfig = field(default_factory=lambda: PolicyConfig(type="mlp"))
+    algo: AlgorithmConfig = field(default_factory=lambda: AlgorithmConfig(type="ppo"))
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if self.total_steps < 1:
+            raise ValueError("total_steps must be >= 1")
+
+
+def config_dir() -> Path:
+    """The YAML config folder: ``$OMNIGYM_CONFIG_DIR`` or the repository's ``configs/``."""
+    return Path(os.environ.get("OMNIGYM_CONFIG_DIR", REPO_ROOT / "configs"))
+
+
+def list_experiments() -> list[str]:
+    """Names of the experiments in ``configs/experiment``."""
+    return list_options(config_dir(), "experiment")
+
+
+def _registry_resolver(base: type, type_name: str, path: str) -> type:
+    """Pick a policy/algorithm config class by its registered ``type`` name."""
+    registries: dict[type, Registry] = {PolicyConfig: POLICIES, AlgorithmConfig: ALGORITHMS}
+    registry = next((r for b, r in registries.items() if issubclass(base, b)), None)
+    if registry is None:
+        return base
+    try:
+        cls = registry.get(type_name).config_class
+    except RegistryError as exc:
+        raise ConfigError(f"{path}.type: {exc}") from None
+    if not issubclass(cls, base):
+        raise ConfigError(f"{path}.type: {type_name!r} is not a {base.__name__}")
+    return cls
+
+
+def build_experiment(data: dict) -> ExperimentConfig:
+    """Validate a composed config mapping into an :class:`ExperimentConfig`."""
+    return build_dataclass(ExperimentConfig, data, path="", resolve_type=_registry_resolver)
+
+
+def load_experiment(experiment: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Compose ``configs/experiment/<experiment>.yaml`` (or a YAML path) with ``key=value`` overrides."""
+    return build_experiment(compose(config_dir(), experiment, overrides))

@@ -1,0 +1,93 @@
+"""Names -> classes for policies, algorithms and world models, imported on first use.
+
+Configs pick a class by its registered ``type:`` name, never by import path. Entries are
+``"module:Class"`` strings so that a heavy dependency (transformers, diffusers) is only imported
+when its class is used. Third-party packages add entries through the Python entry-point groups
+``omnigym.policies``, ``omnigym.algorithms`` and ``omnigym.world_models``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+from typing import Any
+
+
+class RegistryError(KeyError):
+    """An unknown name, or a name registered twice."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class Registry:
+    """A lazy mapping from names to classes.
+
+    Args:
+        kind: what the entries are ("policy", "algorithm", ...), used in error messages.
+        entry_point_group: Python entry-point group scanned for third-party entries.
+    """
+
+    def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
+        self.kind = kind
+        self._targets: dict[str, str] = {}
+        self._loaded: dict[str, type] = {}
+        self._entry_point_group = entry_point_group
+        self._scanned = entry_point_group is None
+
+    def register(self, name: str, target: str | type) -> None:
+        """Register ``name`` for a ``"module:Class"`` string or a class."""
+        if name in self._targets or name in self._loaded:
+            raise RegistryError(f"{self.kind} {name!r} is already registered")
+        if isinstance(target, str):
+            if ":" not in target:
+                raise ValueError(f"{self.kind} target must look like 'module:Class', got {target!r}")
+            self._targets[name] = target
+        else:
+            self._loaded[name] = target
+
+    def names(self) -> list[str]:
+        """All registered names, sorted."""
+        self._scan_entry_points()
+        return sorted(set(self._targets) | set(self._loaded))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names()
+
+    def get(self, name: str) -> type:
+        """The class registered as ``name``; imports it on first use."""
+        self._scan_entry_points()
+        if name in self._loaded:
+            return self._loaded[name]
+        if name not in self._targets:
+            raise RegistryError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names()) or '(none)'}")
+        module_name, _, attr = self._targets[name].partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ImportError(f"{self.kind} {name!r} needs a missing dependency: {exc}") from exc
+        cls = getattr(module, attr)
+        self._loaded[name] = cls
+        return cls
+
+    def build(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Instantiate the class registered as ``name``."""
+        return self.get(name)(*args, **kwargs)
+
+    def _scan_entry_points(self) -> None:
+        if self._scanned:
+            return
+        self._scanned = True
+        for ep in metadata.entry_points(group=self._entry_point_group or ""):
+            if ep.name not in self._targets and ep.name not in self._loaded:
+                self._targets[ep.name] = ep.value
+
+
+POLICIES = Registry("policy", "omnigym.policies")
+ALGORITHMS = Registry("algorithm", "omnigym.algorithms")
+WORLD_MODELS = Registry("world model", "omnigym.world_models")
+
+# Built-in entries. One line per class; the module is imported only when the name is used.
+POLICIES.register("mlp", "omnigym.policies.mlp:MLPPolicy")
+POLICIES.register("random", "omnigym.policies.baselines:RandomPolicy")
+ALGORITHMS.register("ppo", "omnigym.platform.algorithms.ppo:PPO")

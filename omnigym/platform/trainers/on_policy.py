@@ -1,0 +1,254 @@
+"""The on-policy loop: collect a rollout, process it, update, log, evaluate, checkpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import yaml
+
+from omnigym.platform.algorithms.base import Algorithm
+from omnigym.platform.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from omnigym.platform.collect import RolloutCollector
+from omnigym.platform.config import config_to_dict
+from omnigym.platform.evaluate import evaluate_policy
+from omnigym.platform.experiment import ExperimentConfig, build_experiment
+from omnigym.platform.loggers import RunLogger
+from omnigym.platform.registry import ALGORITHMS, POLICIES
+from omnigym.platform.runtime import setup_runtime
+from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
+from omnigym.platform.types import EpisodeStats
+from omnigym.platform.vec_env import make_vec_env
+from omnigym.policies.base import Policy
+
+CONFIG_FILE = "config.yaml"
+RESULTS_FILE = "results.json"
+
+
+@dataclass
+class TrainResult:
+    """What a finished run reports: both the final and the best evaluation."""
+
+    run_dir: Path
+    final_eval: dict[str, float]
+    best_eval: dict[str, float] | None
+    total_steps: int
+
+
+def new_run_dir(config: ExperimentConfig, root: Path = Path("runs")) -> Path:
+    """``runs/<name>-<timestamp>``, or ``config.run_dir`` when set."""
+    if config.run_dir:
+        return Path(config.run_dir)
+    return root / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def load_run_config(run_dir: Path) -> ExperimentConfig:
+    """The resolved config a run saved."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{run_dir} is not an omnigym run directory ({CONFIG_FILE} missing)")
+    return build_experiment(yaml.safe_load(path.read_text()))
+
+
+def episode_metrics(stats: EpisodeStats) -> dict[str, float]:
+    """``rollout/...`` means of the episodes that ended in one rollout."""
+    if not stats:
+        return {}
+    out = {
+        "rollout/episode_return": float(np.mean(stats.returns)),
+        "rollout/episode_length": float(np.mean(stats.lengths)),
+        "rollout/episodes": float(len(stats)),
+    }
+    out.update({f"rollout/{k}": float(np.mean(v)) for k, v in stats.metrics.items()})
+    return out
+
+
+class OnPolicyTrainer:
+    """Trains a policy with an on-policy algorithm (PPO, the GRPO family) on vector envs.
+
+    Args:
+        config: the experiment.
+        run_dir: where the run is written; with ``resume`` it must hold a checkpoint.
+        resume: continue from the run's latest checkpoint. On CPU with picklable envs the
+            resumed run reproduces the uninterrupted run exactly.
+    """
+
+    def __init__(self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False) -> None:
+        self.config = config
+        self.run_dir = Path(run_dir)
+        self.device = setup_runtime(config.runtime)
+        seed_everything(config.seed)
+        self.envs = make_vec_env(config.env)
+        obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
+        self.policy: Policy = POLICIES.get(config.policy.type)(config.policy, obs_space, act_space).to(self.device)
+        self.algorithm: Algorithm = ALGORITHMS.get(config.algo.type)(
+            config.algo, self.policy, obs_space, act_space, self.device
+        )
+        num_steps = getattr(config.algo, "num_steps", None)
+        if num_steps is None:
+            raise ValueError(f"algorithm {config.algo.type!r} is not on-policy (its config has no num_steps)")
+        self.collector = RolloutCollector(self.envs, self.policy, num_steps, self.device)
+        self.steps_per_iteration = num_steps * config.env.num_envs
+        self.num_iterations = max(1, math.ceil(config.total_steps / self.steps_per_iteration))
+        self.iteration = 0
+        self.best_eval: dict[str, float] | None = None
+        self.last_eval: dict[str, float] | None = None
+        if resume:
+            self._restore()
+        else:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / CONFIG_FILE).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+            self.collector.reset(seed=config.seed)
+
+    @property
+    def global_step(self) -> int:
+        """Env steps taken so far."""
+        return self.iteration * self.steps_per_iteration
+
+    def train(self) -> TrainResult:
+        """Run to ``total_steps``; returns the final and best evaluations."""
+        cfg = self.config
+        logger = RunLogger(
+            self.run_dir,
+            total_steps=self.num_iterations * self.steps_per_iteration,
+            start_step=self.global_step,
+            tensorboard=cfg.log.tensorboard,
+            progress=cfg.log.progress,
+        )
+        try:
+            while self.iteration < self.num_iterations:
+                metrics = self._iterate()
+                last = self.iteration == self.num_iterations
+                if last or self._due(cfg.eval.every_steps):
+                    metrics.update(self._evaluate(video=last and cfg.eval.video))
+                logger.log(self.global_step, metrics)
+                if last or self._due(cfg.checkpoint.every_steps):
+                    self.save_checkpoint()
+        finally:
+            logger.close()
+            self.envs.close()
+        assert self.last_eval is not None
+        self.policy.save_pretrained(self.run_dir / "policy")
+        results = {"final_eval": self.last_eval, "best_eval": self.best_eval, "total_steps": self.global_step}
+        (self.run_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2))
+        return TrainResult(self.run_dir, self.last_eval, self.best_eval, self.global_step)
+
+    def _due(self, every_steps: int) -> bool:
+        """Whether a periodic event falls inside the iteration that just ended."""
+        if every_steps <= 0:
+            return False
+        return self.global_step // every_steps > (self.global_step - self.steps_per_iteration) // every_steps
+
+    def _iterate(self) -> dict[str, float]:
+        """One collect -> process -> update iteration."""
+        self.algorithm.set_progress(self.iteration / self.num_iterations)
+        start = time.perf_counter()
+        self.policy.eval()
+        rollout, stats = self.collector.collect()
+        collected = time.perf_counter()
+        self.policy.train()
+        rollout = self.algorithm.process_rollout(rollout)
+        metrics = self.algorithm.update(rollout)
+        self.policy.update_obs_stats(rollout.obs)
+        self.collector.policy_version += 1
+        self.iteration += 1
+        done = time.perf_counter()
+        metrics.update(episode_metrics(stats))
+        metrics["time/sps"] = self.steps_per_iteration / (done - start)
+        metrics["time/collect_s"] = collected - start
+        metrics["time/update_s"] = done - collected
+        return metrics
+
+    def _evaluate(self, video: bool = False) -> dict[str, float]:
+        """Evaluate on fresh envs with fixed seeds; tracks the best result and saves its policy."""
+        cfg = self.config
+        self.policy.eval()
+        result = evaluate_policy(
+            self.policy,
+            cfg.env.id,
+            episodes=cfg.eval.episodes,
+            seed=cfg.eval.seed,
+            deterministic=cfg.eval.deterministic,
+            num_envs=cfg.eval.num_envs,
+            env_kwargs=cfg.env.kwargs,
+            max_episode_steps=cfg.env.max_episode_steps,
+            video_path=self.run_dir / "videos" / f"eval_{self.global_step}.mp4" if video else None,
+        )
+        summary = result.summary()
+        summary["step"] = float(self.global_step)
+        self.last_eval = summary
+        if self.best_eval is None or summary["return_mean"] > self.best_eval["return_mean"]:
+            self.best_eval = summary
+            self.policy.save_pretrained(self.run_dir / "best_policy")
+        return {f"eval/{k}": v for k, v in summary.items() if k != "step"}
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def save_checkpoint(self) -> Path:
+        """Write an atomic checkpoint of everything needed to resume exactly."""
+        trainer_state = {
+            "iteration": self.iteration,
+            "global_step": self.global_step,
+            "policy_version": self.collector.policy_version,
+            "best_eval": self.best_eval,
+            "last_eval": self.last_eval,
+        }
+        return save_checkpoint(
+            self.run_dir,
+            self.global_step,
+            policy=self.policy,
+            algorithm_state=self.algorithm.state_dict(),
+            trainer_state=trainer_state,
+            rng_state=capture_rng_state(),
+            env_state=self._env_state(),
+            keep=self.config.checkpoint.keep,
+        )
+
+    def _env_state(self) -> bytes | None:
+        """The sub-envs and the collector's episode state, when the envs live in this process."""
+        if not isinstance(self.envs, gym.vector.SyncVectorEnv):
+            return None
+        c = self.collector
+        state: dict[str, Any] = {
+            "envs": self.envs.envs,
+            "autoreset_envs": getattr(self.envs, "_autoreset_envs", None),
+            "obs": c.obs,
+            "pending_reset": c._pending_reset,
+            "episode_return": c._episode_return,
+            "episode_length": c._episode_length,
+        }
+        try:
+            return pickle.dumps(state)
+        except Exception:  # an env holding unpicklable handles: resume will reset it instead
+            return None
+
+    def _restore(self) -> None:
+        """Load the run's latest checkpoint into the trainer."""
+        path = latest_checkpoint(self.run_dir)
+        if path is None:
+            raise FileNotFoundError(f"no checkpoint to resume from in {self.run_dir}")
+        ckpt = load_checkpoint(path)
+        loaded = Policy.from_pretrained(ckpt.policy_dir, device=self.device)
+        self.policy.load_state_dict(loaded.state_dict())
+        self.algorithm.load_state_dict(ckpt.algorithm_state)
+        state = ckpt.trainer_state
+        self.iteration = int(state["iteration"])
+        self.collector.policy_version = int(state["policy_version"])
+        self.best_eval, self.last_eval = state.get("best_eval"), state.get("last_eval")
+        restore_rng_state(ckpt.rng_state)
+        if ckpt.env_state is not None and isinstance(self.envs, gym.vector.SyncVectorEnv):
+            env_state = pickle.loads(ckpt.env_state)  # our own checkpoint file, verified by its manifest
+            self.envs.envs = env_state["envs"]
+            if env_state["autoreset_envs"] is not None:
+                self.envs._autoreset_envs = env_state["autoreset_envs"]
+            c = self.collector
+            c.obs, c._pending_reset = env_state["obs"], env_state["pending_reset"]
+            c._episode_return, c._episode_length = env_state["episode_return"], env_state["episode_length"]
+        else:
+            self.collector.reset(seed=self.config.seed + self.iteration)

@@ -1,0 +1,98 @@
+"""Vector envs for omnigym: one function builds them, with the autoreset mode chosen explicitly."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+
+from omnigym.envs.wrappers import as_omnigym_env
+
+AutoresetName = Literal["same_step", "next_step", "disabled"]
+AUTORESET_MODES: dict[str, AutoresetMode] = {
+    "same_step": AutoresetMode.SAME_STEP,
+    "next_step": AutoresetMode.NEXT_STEP,
+    "disabled": AutoresetMode.DISABLED,
+}
+
+
+@dataclass
+class EnvConfig:
+    """Which env to run and how it is vectorised."""
+
+    id: str = "CartPole-v1"
+    """A Gymnasium id (``omnigym/...`` for omnigym's envs)."""
+    num_envs: int = 8
+    """Parallel copies of the env."""
+    vectorization: Literal["sync", "async"] = "sync"
+    """``sync``: all copies in this process (fastest for cheap envs); ``async``: one process each."""
+    autoreset_mode: AutoresetName = "same_step"
+    """Gymnasium's autoreset mode. Collection handles all three; same_step wastes no steps."""
+    max_episode_steps: int | None = None
+    """Override the env's time limit (truncation)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``gym.make``."""
+
+
+def make_env(
+    env_id: str,
+    *,
+    render_mode: str | None = None,
+    max_episode_steps: int | None = None,
+    **kwargs: Any,
+) -> gym.Env:
+    """One env with a ``Dict`` observation space (plain boxes become ``{"state"}``/``{"image"}``)."""
+    if render_mode == "rgb_array" and env_id.split("-")[0] in _MUJOCO_ENV_NAMES:
+        os.environ.setdefault("MUJOCO_GL", "osmesa")
+    import omnigym.envs  # noqa: F401  (registers the omnigym ids)
+
+    make_kwargs = dict(kwargs)
+    if max_episode_steps is not None:
+        make_kwargs["max_episode_steps"] = max_episode_steps
+    return as_omnigym_env(gym.make(env_id, render_mode=render_mode, **make_kwargs))
+
+
+def make_vec_env(config: EnvConfig, *, render_mode: str | None = None) -> gym.vector.VectorEnv:
+    """The vector env a config describes. The only place an autoreset mode is chosen."""
+    if config.num_envs < 1:
+        raise ValueError(f"env.num_envs must be >= 1, got {config.num_envs}")
+
+    def factory() -> gym.Env:
+        return make_env(
+            config.id, render_mode=render_mode, max_episode_steps=config.max_episode_steps, **config.kwargs
+        )
+
+    fns = [factory] * config.num_envs
+    mode = AUTORESET_MODES[config.autoreset_mode]
+    if config.vectorization == "async":
+        return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+    return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+
+
+def autoreset_mode(envs: gym.vector.VectorEnv) -> AutoresetMode:
+    """The autoreset mode a vector env was built with."""
+    mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)
+    return mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+
+
+def to_env_action(space: spaces.Space, action: np.ndarray) -> np.ndarray:
+    """A policy's raw action in the form ``space`` accepts: Gaussian samples are clipped to the
+    box, indices cast to int. Non-finite values are an error, never passed on."""
+    if isinstance(space, spaces.Box):
+        if not np.all(np.isfinite(action)):
+            raise ValueError("policy produced a non-finite action (NaN or inf)")
+        return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return np.asarray(action).astype(space.dtype, copy=False)
+    return action
+
+
+_MUJOCO_ENV_NAMES = {
+    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
+    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
+}  # fmt: skip

@@ -1,0 +1,1 @@
+"""Who acts: the Policy interface and the policy families."""

@@ -1,0 +1,1 @@
+"""Learned simulators that stand in for real environments."""

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates the virtualenv (.venv, or $OMNIGYM_VENV) and installs omnigym with what the demo and the
+# tests need. Idempotent: it reinstalls only when pyproject.toml changed. Source it or run it.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${OMNIGYM_VENV:-$root/.venv}"
+python="${PYTHON:-python3}"
+
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+stamp="$venv/.omnigym-installed"
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  if ! command -v nvidia-smi >/dev/null 2>&1; then
+    # No CUDA here: take the CPU build (an unpinned torch would pull a multi-GB CUDA build).
+    "$venv/bin/python" -m pip install -q "torch==2.13.0"
+  fi
+  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,bench,dev]"
+  touch "$stamp"
+fi
