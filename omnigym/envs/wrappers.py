@@ -20,7 +20,7 @@ def _is_image_space(space: spaces.Space) -> bool:
     )
 
 
-class ObservationDict(gym.ObservationWrapper):
+class ObservationDict(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Turns a plain ``Box`` observation into omnigym's ``Dict`` form.
 
     A uint8 ``HxWxC`` box becomes ``{"image": ...}``; any other box becomes a flat float32
@@ -29,7 +29,8 @@ class ObservationDict(gym.ObservationWrapper):
     """
 
     def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ObservationWrapper.__init__(self, env)
         space = env.observation_space
         if not isinstance(space, spaces.Box):
             raise TypeError(f"ObservationDict wraps Box observation spaces, got {type(space).__name__}")

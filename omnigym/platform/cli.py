@@ -63,6 +63,8 @@ def resolve_policy(spec: str, env_id: str) -> object:
             if (candidate / CONFIG_FILE).is_file():
                 return Policy.from_pretrained(candidate)
         raise FileNotFoundError(f"{spec} holds no saved policy (looked for {CONFIG_FILE} in {candidates})")
+    if "/" in spec or spec.startswith("."):
+        raise FileNotFoundError(f"--policy {spec}: no such file or directory (nor a registered policy name)")
     policy_cls = POLICIES.get(spec)
     env = make_env(env_id)
     try:
@@ -106,7 +108,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     env_ids = sorted(gym.registry) if args.all_envs else omnigym_env_ids()
     sections = {
-        "envs" if args.all_envs else "envs (omnigym; any Gymnasium id also works, --all-envs lists them)": env_ids,
+        "envs"
+        if args.all_envs
+        else "envs (omnigym; any Gymnasium id also works, --all-envs lists them)": env_ids,
         "policies": POLICIES.names(),
         "algorithms": ALGORITHMS.names(),
         "world models": WORLD_MODELS.names(),
@@ -147,12 +151,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="train an experiment, or resume a run")
     train.add_argument("experiment", nargs="?", help="experiment name (configs/experiment) or a YAML path")
-    train.add_argument("overrides", nargs="*", help="dotted overrides, e.g. algo.learning_rate=1e-3 env=pendulum")
+    train.add_argument(
+        "overrides", nargs="*", help="dotted overrides, e.g. algo.learning_rate=1e-3 env=pendulum"
+    )
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     train.set_defaults(func=_cmd_train)
 
     evaluate = sub.add_parser("eval", help="evaluate a policy on an env")
-    evaluate.add_argument("--policy", required=True, help="registered policy name, saved policy, checkpoint or run dir")
+    evaluate.add_argument(
+        "--policy", required=True, help="registered policy name, saved policy, checkpoint or run dir"
+    )
     evaluate.add_argument("--env", required=True, help="Gymnasium env id, e.g. CartPole-v1 or omnigym/...")
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     evaluate.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
@@ -162,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.set_defaults(func=_cmd_eval)
 
-    listing = sub.add_parser("list", help="list envs, policies, algorithms, world models, experiments, benchmarks")
+    listing = sub.add_parser(
+        "list", help="list envs, policies, algorithms, world models, experiments, benchmarks"
+    )
     listing.add_argument("--all-envs", action="store_true", help="list every Gymnasium env id")
     listing.set_defaults(func=_cmd_list)
 

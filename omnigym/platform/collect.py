@@ -160,11 +160,15 @@ class RolloutCollector:
                 next_obs={k: torch.from_numpy(np.array(self.obs[k])) for k in keys},
                 final_obs={
                     k: torch.from_numpy(
-                        np.stack([row[2][k] for row in final_rows]) if final_rows else obs_buf[k][0, :0].copy()
+                        np.stack([row[2][k] for row in final_rows])
+                        if final_rows
+                        else obs_buf[k][0, :0].copy()
                     )
                     for k in keys
                 },
-                final_index=torch.tensor([[t, n] for t, n, _ in final_rows], dtype=torch.int64).reshape(-1, 2),
+                final_index=torch.tensor([[t, n] for t, n, _ in final_rows], dtype=torch.int64).reshape(
+                    -1, 2
+                ),
                 reward_component_names=names,
             ),
             stats,
@@ -185,7 +189,7 @@ class RolloutCollector:
         for i in np.flatnonzero(done):
             stats.returns.append(float(self._episode_return[i]))
             stats.lengths.append(int(self._episode_length[i]))
-            for key, value in step_info.items():
+            for key in step_info:
                 v = _env_info(step_info, i, key) if not key.startswith("_") else None
                 if isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)):
                     stats.metrics.setdefault(key, []).append(float(v))

@@ -50,7 +50,9 @@ def gae(
 
 
 @torch.no_grad()
-def discounted_returns(rewards: Tensor, dones: Tensor, gamma: float, bootstrap: Tensor | None = None) -> Tensor:
+def discounted_returns(
+    rewards: Tensor, dones: Tensor, gamma: float, bootstrap: Tensor | None = None
+) -> Tensor:
     """Monte-Carlo discounted returns, cut at episode ends. Shape: [T, N] -> [T, N].
 
     Args:

@@ -181,9 +181,13 @@ class OnPolicyBatch:
 
     def index(self, idx: Tensor) -> OnPolicyBatch:
         """The rows ``idx`` of every tensor."""
-        return OnPolicyBatch(**{f.name: _map_tensors(getattr(self, f.name), lambda t: t[idx]) for f in fields(self)})
+        return OnPolicyBatch(
+            **{f.name: _map_tensors(getattr(self, f.name), lambda t: t[idx]) for f in fields(self)}
+        )
 
-    def minibatches(self, num_minibatches: int, generator: torch.Generator | None = None) -> Iterator[OnPolicyBatch]:
+    def minibatches(
+        self, num_minibatches: int, generator: torch.Generator | None = None
+    ) -> Iterator[OnPolicyBatch]:
         """Shuffled minibatches that together cover the batch once."""
         perm = torch.randperm(len(self), generator=generator)
         for chunk in perm.chunk(num_minibatches):

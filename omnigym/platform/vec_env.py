@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -47,8 +48,7 @@ def make_env(
     **kwargs: Any,
 ) -> gym.Env:
     """One env with a ``Dict`` observation space (plain boxes become ``{"state"}``/``{"image"}``)."""
-    if render_mode == "rgb_array" and env_id.split("-")[0] in _MUJOCO_ENV_NAMES:
-        os.environ.setdefault("MUJOCO_GL", "osmesa")
+    set_headless_gl()
     import omnigym.envs  # noqa: F401  (registers the omnigym ids)
 
     make_kwargs = dict(kwargs)
@@ -83,16 +83,21 @@ def autoreset_mode(envs: gym.vector.VectorEnv) -> AutoresetMode:
 def to_env_action(space: spaces.Space, action: np.ndarray) -> np.ndarray:
     """A policy's raw action in the form ``space`` accepts: Gaussian samples are clipped to the
     box, indices cast to int. Non-finite values are an error, never passed on."""
+    if isinstance(action, np.ndarray) and action.dtype.kind == "f" and not np.all(np.isfinite(action)):
+        raise ValueError("policy produced a non-finite action (NaN or inf)")
     if isinstance(space, spaces.Box):
-        if not np.all(np.isfinite(action)):
-            raise ValueError("policy produced a non-finite action (NaN or inf)")
         return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
     if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
         return np.asarray(action).astype(space.dtype, copy=False)
     return action
 
 
-_MUJOCO_ENV_NAMES = {
-    "Ant", "HalfCheetah", "Hopper", "Humanoid", "HumanoidStandup", "InvertedDoublePendulum",
-    "InvertedPendulum", "Pusher", "Reacher", "Swimmer", "Walker2d",
-}  # fmt: skip
+def set_headless_gl() -> None:
+    """Pick MuJoCo's offscreen OpenGL backend when there is no display and the user chose none.
+
+    MuJoCo reads ``MUJOCO_GL`` once, at import, so this runs before any env is made. EGL (Mesa's
+    software EGL works without a GPU) is preferred; OSMesa needs Debian's ``libosmesa6``.
+    """
+    if "MUJOCO_GL" in os.environ or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "osmesa"

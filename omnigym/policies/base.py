@@ -46,7 +46,9 @@ class Policy(nn.Module):
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"act"})
 
-    def __init__(self, config: PolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space) -> None:
+    def __init__(
+        self, config: PolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
+    ) -> None:
         super().__init__()
         if not isinstance(observation_space, spaces.Dict):
             raise TypeError(f"policies take Dict observation spaces, got {type(observation_space).__name__}")
@@ -61,11 +63,15 @@ class Policy(nn.Module):
 
     def evaluate(self, obs: Obs, actions: Tensor, extras: dict[str, Tensor] | None = None) -> Evaluation:
         """Log-probability and entropy of stored ``actions`` under the current weights."""
-        raise NotImplementedError(f"{type(self).__name__} cannot re-evaluate actions (no 'evaluate' capability)")
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot re-evaluate actions (no 'evaluate' capability)"
+        )
 
     def compute_loss(self, batch: Any) -> tuple[Tensor, dict[str, float]]:
         """Supervised (behaviour cloning) loss on a batch with ``obs`` and ``actions``."""
-        raise NotImplementedError(f"{type(self).__name__} has no supervised loss (no 'compute_loss' capability)")
+        raise NotImplementedError(
+            f"{type(self).__name__} has no supervised loss (no 'compute_loss' capability)"
+        )
 
     def features(self, obs: Obs) -> Tensor:
         """The encoded observation ``[B, feature_dim]`` a critic may build on."""
@@ -106,7 +112,7 @@ class Policy(nn.Module):
             "observation_space": space_to_json(self.observation_space),
             "action_space": space_to_json(self.action_space),
         }
-        state = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        state = {k: v.detach().cpu().clone() for k, v in self.state_dict().items()}  # no shared storage
         save_file(state, str(path / WEIGHTS_FILE))
         (path / CONFIG_FILE).write_text(json.dumps(meta, indent=2))
         return path
@@ -136,7 +142,10 @@ class Policy(nn.Module):
             state = load_file(str(weights_path))
         except (SafetensorError, OSError) as exc:
             raise ValueError(f"corrupt policy weights {weights_path}: {exc}") from exc
-        policy.load_state_dict(state)
+        try:
+            policy.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ValueError(f"policy weights {weights_path} do not match {config_path}: {exc}") from exc
         return policy.to(device)
 
 

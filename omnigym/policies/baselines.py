@@ -29,7 +29,9 @@ class RandomPolicy(Policy):
     config_class: ClassVar[type[PolicyConfig]] = RandomPolicyConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"act"})
 
-    def __init__(self, config: RandomPolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space) -> None:
+    def __init__(
+        self, config: RandomPolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
+    ) -> None:
         super().__init__(config, observation_space, action_space)
         if isinstance(action_space, spaces.Box):
             if not action_space.is_bounded("both"):
@@ -40,7 +42,9 @@ class RandomPolicy(Policy):
         elif isinstance(action_space, spaces.Discrete):
             self._logp = -math.log(int(action_space.n))
         else:
-            raise TypeError(f"RandomPolicy supports Box and Discrete actions, not {type(action_space).__name__}")
+            raise TypeError(
+                f"RandomPolicy supports Box and Discrete actions, not {type(action_space).__name__}"
+            )
 
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
         """One uniformly random action per observation."""

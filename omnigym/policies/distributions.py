@@ -42,18 +42,28 @@ class GaussianHead(nn.Module):
         return mean + log_std.exp() * torch.randn_like(mean)
 
     @staticmethod
+    def sample_with_log_prob(
+        params: tuple[Tensor, Tensor], deterministic: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """An action ``[B, A]`` and its log-density ``[B]``, reusing the drawn noise."""
+        mean, log_std = params
+        noise = torch.zeros_like(mean) if deterministic else torch.randn_like(mean)
+        action = mean + log_std.exp() * noise
+        return action, -0.5 * noise.square().sum(-1) - (log_std.sum() + _LOG_SQRT_2PI * log_std.numel())
+
+    @staticmethod
     def log_prob(params: tuple[Tensor, Tensor], action: Tensor) -> Tensor:
         """Log-density summed over action dims. Shape: [B]."""
         mean, log_std = params
         z = (action - mean) * torch.exp(-log_std)
-        return (-0.5 * z.pow(2) - log_std - _LOG_SQRT_2PI).sum(-1)
+        # Few ops on [B, A] tensors: the per-op cost dominates small policies' updates.
+        return -0.5 * z.square().sum(-1) - (log_std.sum() + _LOG_SQRT_2PI * log_std.numel())
 
     @staticmethod
     def entropy(params: tuple[Tensor, Tensor]) -> Tensor:
         """Entropy summed over action dims. Shape: [B]."""
         mean, log_std = params
-        per_dim = 0.5 + _LOG_SQRT_2PI + log_std
-        return per_dim.sum(-1).expand(mean.shape[0])
+        return (log_std.sum() + (0.5 + _LOG_SQRT_2PI) * log_std.numel()).expand(mean.shape[0])
 
 
 class CategoricalHead(nn.Module):
@@ -77,7 +87,14 @@ class CategoricalHead(nn.Module):
         """Action indices ``[B]``: the mode when deterministic."""
         if deterministic:
             return log_probs.argmax(-1)
-        return torch.multinomial(log_probs.exp(), 1).squeeze(-1)
+        # argmax(log p - log E), E ~ Exp(1), is an exact sample (Gumbel-max); cheaper than multinomial.
+        return (log_probs - torch.empty_like(log_probs).exponential_().log()).argmax(-1)
+
+    @classmethod
+    def sample_with_log_prob(cls, log_probs: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
+        """Action indices ``[B]`` and their log-probabilities ``[B]``."""
+        action = cls.sample(log_probs, deterministic)
+        return action, cls.log_prob(log_probs, action)
 
     @staticmethod
     def log_prob(log_probs: Tensor, action: Tensor) -> Tensor:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from gymnasium import spaces
 from torch import Tensor, nn
 
@@ -40,13 +42,37 @@ class MLPPolicyConfig(PolicyConfig):
     """Orthogonal initialisation (gain sqrt(2); 0.01 on the action head)."""
 
 
-def mlp(in_dim: int, hidden_sizes: tuple[int, ...], activation: str) -> tuple[nn.Sequential, int]:
-    """Hidden layers with an activation after each; returns the stack and its output width."""
-    layers: list[nn.Module] = []
-    for width in hidden_sizes:
-        layers += [nn.Linear(in_dim, width), ACTIVATIONS[activation]()]
-        in_dim = width
-    return nn.Sequential(*layers), in_dim
+class MLP(nn.Module):
+    """Linear layers with an activation after each (none after the last unless ``activate_last``).
+
+    The forward pass calls ``F.linear`` directly instead of chaining modules: for the small
+    networks of state-based RL, per-call overhead is a large share of the cost.
+
+    Args:
+        in_dim: input width.
+        sizes: width of each layer.
+        activation: name in ``ACTIVATIONS``.
+        activate_last: apply the activation after the last layer too.
+    """
+
+    def __init__(
+        self, in_dim: int, sizes: tuple[int, ...], activation: str, activate_last: bool = True
+    ) -> None:
+        super().__init__()
+        widths = (in_dim, *sizes)
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
+        self.activation = ACTIVATIONS[activation]()
+        self.activate_last = activate_last
+        self.out_dim = widths[-1]
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Shape: [B, in_dim] -> [B, out_dim]."""
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            x = F.linear(x, layer.weight, layer.bias)
+            if i < last or self.activate_last:
+                x = self.activation(x)
+        return x
 
 
 def orthogonal_init(module: nn.Module, gain: float) -> None:
@@ -62,15 +88,19 @@ class MLPPolicy(Policy):
 
     name: ClassVar[str] = "mlp"
     config_class: ClassVar[type[PolicyConfig]] = MLPPolicyConfig
-    capabilities: ClassVar[frozenset[str]] = frozenset({"act", "evaluate", "compute_loss", "features", "trainable"})
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"act", "evaluate", "compute_loss", "features", "trainable"}
+    )
     config: MLPPolicyConfig
 
-    def __init__(self, config: MLPPolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space) -> None:
+    def __init__(
+        self, config: MLPPolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
+    ) -> None:
         super().__init__(config, observation_space, action_space)
         self._in_dim = sum(self._key_dim(observation_space, key) for key in config.obs_keys)
         self.obs_rms = RunningMeanStd((self._in_dim,)) if config.normalize_obs else None
-        self.trunk, width = mlp(self._in_dim, tuple(config.hidden_sizes), config.activation)
-        self.head = make_action_head(action_space, width, config.log_std_init)
+        self.trunk = MLP(self._in_dim, tuple(config.hidden_sizes), config.activation)
+        self.head = make_action_head(action_space, self.trunk.out_dim, config.log_std_init)
         self._gaussian = isinstance(self.head, GaussianHead)
         if config.ortho_init:
             orthogonal_init(self.trunk, math.sqrt(2))
@@ -109,9 +139,8 @@ class MLPPolicy(Policy):
 
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
         """Sample (or take the mode of) an action per observation; one action part."""
-        params = self.distribution(obs)
-        action = self.head.sample(params, deterministic)
-        logprob = self.head.log_prob(params, action).unsqueeze(-1)
+        action, logprob = self.head.sample_with_log_prob(self.distribution(obs), deterministic)
+        logprob = logprob.unsqueeze(-1)
         return PolicyStep(action=action, logprob=logprob, mask=torch.ones_like(logprob, dtype=torch.bool))
 
     def evaluate(self, obs: Obs, actions: Tensor, extras: dict[str, Tensor] | None = None) -> Evaluation:

@@ -16,14 +16,15 @@ from typing import Any, ClassVar
 
 import torch
 from gymnasium import spaces
-from torch import Tensor, nn
+from torch import Tensor
 
 from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig
+from omnigym.platform.algorithms.optim import FlatParameters
 from omnigym.platform.normalization import RunningMeanStd
 from omnigym.platform.returns import gae
 from omnigym.platform.types import OnPolicyBatch, Rollout
 from omnigym.policies.base import Policy
-from omnigym.policies.mlp import mlp, orthogonal_init
+from omnigym.policies.mlp import MLP, orthogonal_init
 
 
 @dataclass
@@ -82,8 +83,13 @@ class PPOConfig(AlgorithmConfig):
             raise ValueError("algo.gamma and algo.gae_lambda must lie in [0, 1]")
 
 
-def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
-    """Mean of ``x`` over the entries where ``mask`` is set (token-mean aggregation)."""
+def masked_mean(x: Tensor, mask: Tensor | None) -> Tensor:
+    """Mean of ``x`` over the entries where ``mask`` is set (token-mean aggregation).
+
+    ``mask=None`` means every entry counts (the cheap path for one-part actions).
+    """
+    if mask is None:
+        return x.mean()
     mask = mask.to(x.dtype)
     return (x * mask).sum() / mask.sum().clamp_min(1.0)
 
@@ -105,13 +111,16 @@ class PPO(Algorithm):
         device: torch.device | str = "cpu",
     ) -> None:
         super().__init__(config, policy, observation_space, action_space, device)
-        trunk, width = mlp(policy.feature_dim, tuple(config.critic_hidden_sizes), config.critic_activation)
-        value_head = nn.Linear(width, 1)
-        orthogonal_init(trunk, 2**0.5)
-        orthogonal_init(value_head, 1.0)
-        self.critic = nn.Sequential(trunk, value_head).to(self.device)
-        self.params = [*policy.parameters(), *self.critic.parameters()]
-        self.optimizer = torch.optim.Adam(self.params, lr=config.learning_rate, eps=config.adam_eps, foreach=True)
+        sizes = (*config.critic_hidden_sizes, 1)
+        self.critic = MLP(policy.feature_dim, sizes, config.critic_activation, activate_last=False)
+        orthogonal_init(self.critic, 2**0.5)
+        orthogonal_init(self.critic.layers[-1], 1.0)
+        self.critic.to(self.device)
+        # One flat buffer and one fused Adam kernel: per-tensor optimiser calls dominate small nets.
+        self.flat = FlatParameters([*policy.parameters(), *self.critic.parameters()])
+        self.optimizer = torch.optim.Adam(
+            [self.flat.param], lr=config.learning_rate, eps=config.adam_eps, fused=True
+        )
         self.return_rms = RunningMeanStd(()) if config.normalize_reward else None
         self._discounted_return: Tensor | None = None  # per-env running return for reward scaling
 
@@ -171,6 +180,7 @@ class PPO(Algorithm):
         """Clipped surrogate + clipped value loss - entropy bonus on one minibatch (§1.2)."""
         cfg = self.config
         evaluation = self.policy.evaluate(batch.obs, batch.actions, batch.extras)
+        mask = None if bool(batch.mask.all()) else batch.mask
         logratio = evaluation.logprob - batch.logprob  # [B, L]
         ratio = logratio.exp()
 
@@ -182,7 +192,7 @@ class PPO(Algorithm):
         # L_clip = max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps))
         pg_loss1 = -advantages * ratio
         pg_loss2 = -advantages * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
-        pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), batch.mask)
+        pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mask)
 
         new_values = self.value(batch.obs)
         if cfg.clip_vloss:
@@ -193,12 +203,12 @@ class PPO(Algorithm):
         else:
             v_loss = 0.5 * ((new_values - batch.returns) ** 2).mean()
 
-        entropy = masked_mean(evaluation.entropy, batch.mask)
+        entropy = masked_mean(evaluation.entropy, mask)
         loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
 
         with torch.no_grad():
-            approx_kl = masked_mean((ratio - 1.0) - logratio, batch.mask)  # k3 estimator
-            clipfrac = masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), batch.mask)
+            approx_kl = masked_mean((ratio - 1.0) - logratio, mask)  # k3 estimator
+            clipfrac = masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), mask)
         metrics = {
             "train/loss_policy": pg_loss.detach(),
             "train/loss_value": v_loss.detach(),
@@ -217,9 +227,10 @@ class PPO(Algorithm):
         for _ in range(cfg.num_epochs):
             for minibatch in batch.minibatches(min(cfg.num_minibatches, len(batch))):
                 loss, metrics = self.compute_loss(minibatch)
-                self.optimizer.zero_grad(set_to_none=True)
+                self.flat.zero_grad()
                 loss.backward()
-                metrics["train/grad_norm"] = nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm, foreach=True)
+                self.flat.collect_grads()
+                metrics["train/grad_norm"] = self.flat.clip_grad_norm_(cfg.max_grad_norm)
                 self.optimizer.step()
                 history.append(metrics)
                 if cfg.target_kl is not None and float(metrics["train/approx_kl"]) > cfg.target_kl:

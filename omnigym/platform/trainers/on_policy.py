@@ -87,7 +87,9 @@ class OnPolicyTrainer:
         seed_everything(config.seed)
         self.envs = make_vec_env(config.env)
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
-        self.policy: Policy = POLICIES.get(config.policy.type)(config.policy, obs_space, act_space).to(self.device)
+        self.policy: Policy = POLICIES.get(config.policy.type)(config.policy, obs_space, act_space).to(
+            self.device
+        )
         self.algorithm: Algorithm = ALGORITHMS.get(config.algo.type)(
             config.algo, self.policy, obs_space, act_space, self.device
         )

@@ -104,7 +104,9 @@ def test_truncated_steps_bootstrap_from_final_observation():
     """A time-limit cut must add gamma * V(final obs); a termination must not."""
     envs = make_vec_env(EnvConfig(id="Pendulum-v1", num_envs=1, max_episode_steps=5))
     policy = MLPPolicy(MLPPolicyConfig(), envs.single_observation_space, envs.single_action_space)
-    algo = PPO(PPOConfig(gamma=0.5, gae_lambda=1.0), policy, envs.single_observation_space, envs.single_action_space)
+    algo = PPO(
+        PPOConfig(gamma=0.5, gae_lambda=1.0), policy, envs.single_observation_space, envs.single_action_space
+    )
     collector = RolloutCollector(envs, policy, 8)
     collector.reset(seed=0)
     rollout = algo.process_rollout(collector.collect()[0])

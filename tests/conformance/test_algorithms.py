@@ -1,0 +1,164 @@
+"""The Algorithm contract, checked for every registered algorithm.
+
+Every algorithm has a round-tripping config dataclass and a YAML in ``configs/algo``, checks its
+policy's capabilities at construction, and (on-policy ones, whose config has ``num_steps``)
+learns from a real CartPole rollout and resumes exactly from its ``state_dict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium as gym
+import pytest
+import torch
+
+from omnigym.platform.algorithms.base import Algorithm
+from omnigym.platform.collect import RolloutCollector
+from omnigym.platform.config import build_dataclass, config_to_dict, list_options, load_yaml
+from omnigym.platform.experiment import config_dir
+from omnigym.platform.registry import ALGORITHMS, POLICIES
+from omnigym.platform.types import Rollout
+from omnigym.platform.vec_env import EnvConfig, make_vec_env
+
+CAPABILITIES = frozenset({"act", "evaluate", "compute_loss", "features", "trainable"})
+ON_POLICY_SETTINGS = {"num_steps": 16, "num_epochs": 1, "num_minibatches": 2}
+METRIC_NAMESPACES = re.compile(r"^(train|rollout|time|eval)/")
+
+
+def algorithm_class(name: str) -> type[Algorithm]:
+    try:
+        return ALGORITHMS.get(name)
+    except ImportError as exc:
+        pytest.skip(f"{name}: optional dependency missing: {exc}")
+
+
+def small_config(cls: type[Algorithm]) -> Any:
+    """The default config with the on-policy sizes shrunk to a few steps."""
+    data = config_to_dict(cls.config_class())
+    data.update({key: value for key, value in ON_POLICY_SETTINGS.items() if key in data})
+    return build_dataclass(cls.config_class, data)
+
+
+@pytest.fixture
+def envs() -> Iterator[gym.vector.VectorEnv]:
+    envs = make_vec_env(EnvConfig(id="CartPole-v1", num_envs=2))
+    yield envs
+    envs.close()
+
+
+def build(cls: type[Algorithm], envs: gym.vector.VectorEnv, seed: int, policy: str = "mlp") -> Algorithm:
+    """The algorithm (small config) with a freshly initialised policy; ``seed`` sets the init."""
+    torch.manual_seed(seed)
+    obs_space, act_space = envs.single_observation_space, envs.single_action_space
+    policy_cls = POLICIES.get(policy)
+    actor = policy_cls(policy_cls.config_class(), obs_space, act_space)
+    return cls(small_config(cls), actor, obs_space, act_space)
+
+
+@pytest.fixture
+def on_policy(algo_name: str, envs: gym.vector.VectorEnv) -> tuple[type[Algorithm], Algorithm, Rollout]:
+    """An on-policy algorithm with the mlp policy and one collected CartPole rollout."""
+    cls = algorithm_class(algo_name)
+    if not hasattr(cls.config_class(), "num_steps"):
+        pytest.skip(f"{algo_name} is not on-policy (its config has no num_steps)")
+    algorithm = build(cls, envs, seed=0)
+    collector = RolloutCollector(envs, algorithm.policy, small_config(cls).num_steps)
+    collector.reset(seed=0)
+    rollout, _ = collector.collect()
+    return cls, algorithm, rollout
+
+
+def loss_on(algorithm: Algorithm, batch: Any) -> tuple[float, dict[str, float]]:
+    torch.manual_seed(0)
+    loss, metrics = algorithm.compute_loss(batch)
+    return float(loss.detach()), {
+        key: float(torch.as_tensor(value).detach()) for key, value in metrics.items()
+    }
+
+
+# --- config ---------------------------------------------------------------------------------------
+def test_config_round_trips(algo_name: str) -> None:
+    cls = algorithm_class(algo_name)
+    assert cls.name == algo_name, "the class's name must be its registry name"
+    config = cls.config_class()
+    assert dataclasses.is_dataclass(config)
+    assert config.type == algo_name, "the config's default type must be the registry name"
+    assert build_dataclass(cls.config_class, config_to_dict(config)) == config
+
+
+def test_requires_known_capabilities(algo_name: str) -> None:
+    requires = algorithm_class(algo_name).requires
+    assert set(requires) <= CAPABILITIES, f"unknown capabilities {sorted(set(requires) - CAPABILITIES)}"
+
+
+def test_has_a_yaml_config(algo_name: str) -> None:
+    cls = algorithm_class(algo_name)
+    root = config_dir() / "algo"
+    matching = [root / f"{name}.yaml" for name in list_options(config_dir(), "algo")]
+    matching = [path for path in matching if load_yaml(path).get("type") == algo_name]
+    assert matching, f"no YAML in {root} has 'type: {algo_name}'"
+    for path in matching:
+        build_dataclass(cls.config_class, load_yaml(path), path="algo")
+
+
+def test_rejects_policy_lacking_capabilities(algo_name: str, envs: gym.vector.VectorEnv) -> None:
+    cls = algorithm_class(algo_name)
+    random_cls = POLICIES.get("random")
+    if set(cls.requires) <= random_cls.capabilities:
+        pytest.skip(f"{algo_name} needs only {cls.requires}, which the random policy has")
+    obs_space, act_space = envs.single_observation_space, envs.single_action_space
+    policy = random_cls(random_cls.config_class(), obs_space, act_space)
+    with pytest.raises(ValueError, match="capabilities"):
+        cls(cls.config_class(), policy, obs_space, act_space)
+
+
+# --- learning (on-policy) -------------------------------------------------------------------------
+def test_update_returns_finite_metrics(on_policy: tuple[type[Algorithm], Algorithm, Rollout]) -> None:
+    _, algorithm, rollout = on_policy
+    before = [p.detach().clone() for p in algorithm.policy.parameters()]
+    metrics = algorithm.update(algorithm.process_rollout(rollout))
+    assert metrics, "update returned no metrics"
+    for key, value in metrics.items():
+        assert METRIC_NAMESPACES.match(key), (
+            f"metric {key!r} is outside the train/rollout/time/eval namespaces"
+        )
+        assert isinstance(value, float), f"{key} is a {type(value).__name__}, not a float"
+        assert math.isfinite(value), f"{key} = {value}"
+    after = list(algorithm.policy.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True)), "update changed no weight"
+
+
+def test_state_dict_round_trip_resumes_exactly(
+    on_policy: tuple[type[Algorithm], Algorithm, Rollout], envs: gym.vector.VectorEnv
+) -> None:
+    cls, original, rollout = on_policy
+    original.update(original.process_rollout(rollout))  # optimiser state and critic now non-trivial
+    batch = original.process_rollout(rollout).flatten()
+
+    buffer = io.BytesIO()  # through torch.save / torch.load, as a checkpoint does
+    torch.save(original.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, map_location="cpu", weights_only=False)
+
+    resumed = build(cls, envs, seed=1)
+    resumed.policy.load_state_dict(original.policy.state_dict())  # checkpoints save the policy apart
+    assert loss_on(resumed, batch) != loss_on(original, batch), "differently initialised algorithms agree"
+    resumed.load_state_dict(state)
+    assert loss_on(resumed, batch) == loss_on(original, batch)
+
+    # One more update from the same data and seed lands on the same weights (optimiser state restored).
+    for algorithm in (original, resumed):
+        processed = algorithm.process_rollout(rollout)
+        torch.manual_seed(3)
+        algorithm.update(processed)
+    for (name, a), b in zip(
+        original.policy.state_dict().items(), resumed.policy.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=f"policy {name} after an update")
+    assert loss_on(resumed, batch) == loss_on(original, batch)

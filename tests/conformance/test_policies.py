@@ -1,0 +1,206 @@
+"""The Policy contract, checked for every registered policy on a few observation/action spaces.
+
+A policy that cannot be built for a space combination (TypeError/ValueError at construction) is
+skipped for that combination, with its message as the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from safetensors.torch import save_file
+
+from omnigym.platform.registry import POLICIES
+from omnigym.platform.types import OBS_STATE, Obs, OnPolicyBatch, PolicyStep
+from omnigym.platform.vec_env import to_env_action
+from omnigym.policies.base import CONFIG_FILE, WEIGHTS_FILE, Policy
+
+BATCH = 5
+CAPABILITIES = frozenset({"act", "evaluate", "compute_loss", "features", "trainable"})
+OBS_SPACE = spaces.Dict({OBS_STATE: spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)})
+ACTION_SPACES = {
+    "discrete2": spaces.Discrete(2),
+    "box3": spaces.Box(-2.0, 2.0, shape=(3,), dtype=np.float32),
+}
+
+pytestmark = pytest.mark.parametrize("action_kind", list(ACTION_SPACES))
+
+
+@pytest.fixture
+def action_space(action_kind: str) -> spaces.Space:
+    return ACTION_SPACES[action_kind]
+
+
+@pytest.fixture
+def policy(policy_name: str, action_space: spaces.Space) -> Policy:
+    """The policy with its default config, or a skip if it does not support these spaces."""
+    try:
+        cls = POLICIES.get(policy_name)
+    except ImportError as exc:
+        pytest.skip(f"{policy_name}: optional dependency missing: {exc}")
+    torch.manual_seed(0)
+    try:
+        return cls(cls.config_class(), OBS_SPACE, action_space)
+    except (TypeError, ValueError) as exc:
+        pytest.skip(f"{policy_name} does not support {OBS_SPACE} -> {action_space}: {exc}")
+
+
+@pytest.fixture
+def obs() -> Obs:
+    generator = torch.Generator().manual_seed(0)
+    return {OBS_STATE: torch.randn(BATCH, 4, generator=generator)}
+
+
+def action_rows(step: PolicyStep) -> list[np.ndarray]:
+    """The batch's actions, one NumPy array per observation."""
+    action = step.action
+    if isinstance(action, torch.Tensor):
+        action = action.detach().cpu().numpy()
+    return [np.asarray(row) for row in action]
+
+
+def assert_same_actions(a: PolicyStep, b: PolicyStep) -> None:
+    for i, (x, y) in enumerate(zip(action_rows(a), action_rows(b), strict=True)):
+        np.testing.assert_array_equal(x, y, err_msg=f"action {i}")
+
+
+def perturb(policy: Policy) -> None:
+    """Move every floating-point parameter off its initial value (a saved policy is a trained one)."""
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for param in policy.parameters():
+            if param.is_floating_point():
+                param.add_(0.1 * torch.randn(param.shape, generator=generator))
+
+
+# --- identity -------------------------------------------------------------------------------------
+def test_name_capabilities_and_config(policy: Policy, policy_name: str) -> None:
+    assert type(policy).name == policy_name, "the class's name must be its registry name (saved as 'type')"
+    assert policy.config_class().type == policy_name, "the config's default type must be the registry name"
+    caps = policy.capabilities
+    assert isinstance(caps, frozenset), f"capabilities is a {type(caps).__name__}"
+    assert caps <= CAPABILITIES, f"unknown capabilities {sorted(caps - CAPABILITIES)}"
+    assert "act" in caps
+    if "trainable" in caps:
+        assert any(p.requires_grad for p in policy.parameters()), "'trainable' but no trainable parameters"
+
+
+# --- acting ---------------------------------------------------------------------------------------
+def test_act_returns_actions_in_space_with_part_logprobs(
+    policy: Policy, obs: Obs, action_space: spaces.Space
+) -> None:
+    step = policy.act(obs)
+    rows = action_rows(step)
+    assert len(rows) == BATCH, f"{len(rows)} actions for {BATCH} observations"
+    for i, row in enumerate(rows):
+        env_action = to_env_action(action_space, row)
+        assert action_space.contains(env_action), f"action {i} = {env_action} not in {action_space}"
+    assert step.logprob.ndim == 2 and step.logprob.shape[0] == BATCH, (
+        f"logprob shape {tuple(step.logprob.shape)}"
+    )
+    assert step.logprob.shape[1] >= 1
+    assert step.mask.shape == step.logprob.shape, (
+        f"mask {tuple(step.mask.shape)} != logprob {tuple(step.logprob.shape)}"
+    )
+    assert step.mask.dtype == torch.bool
+    assert torch.isfinite(step.logprob[step.mask]).all()
+    for key, value in step.extras.items():
+        assert value.shape[0] == BATCH, f"extras[{key!r}] has batch dim {value.shape[0]}"
+
+
+def test_deterministic_act_is_repeatable(policy: Policy, obs: Obs) -> None:
+    first, second = policy.act(obs, deterministic=True), policy.act(obs, deterministic=True)
+    assert_same_actions(first, second)
+    torch.testing.assert_close(first.logprob, second.logprob, rtol=0, atol=0)
+
+
+def test_evaluate_matches_act_logprob(policy: Policy, obs: Obs) -> None:
+    if "evaluate" not in policy.capabilities:
+        pytest.skip(f"{policy.name} has no 'evaluate' capability")
+    for deterministic in (False, True):
+        step = policy.act(obs, deterministic=deterministic)
+        evaluation = policy.evaluate(obs, step.action, step.extras)
+        torch.testing.assert_close(evaluation.logprob, step.logprob, rtol=0, atol=1e-5)
+        assert evaluation.entropy.shape == step.logprob.shape, "entropy must be [B, L] like logprob"
+
+
+def test_features_shape(policy: Policy, obs: Obs) -> None:
+    if "features" not in policy.capabilities:
+        pytest.skip(f"{policy.name} has no 'features' capability")
+    features = policy.features(obs)
+    assert features.shape == (BATCH, policy.feature_dim), f"features {tuple(features.shape)}"
+    assert torch.isfinite(features).all()
+
+
+def test_compute_loss_is_a_finite_scalar_with_gradient(policy: Policy, obs: Obs) -> None:
+    if "compute_loss" not in policy.capabilities:
+        pytest.skip(f"{policy.name} has no 'compute_loss' capability")
+    step = policy.act(obs)
+    zeros = torch.zeros(BATCH)
+    batch = OnPolicyBatch(
+        obs=obs, actions=step.action, logprob=step.logprob, mask=step.mask,
+        values=zeros, advantages=zeros, returns=zeros, extras=step.extras,
+    )  # fmt: skip
+    loss, metrics = policy.compute_loss(batch)
+    assert isinstance(metrics, dict)
+    assert loss.ndim == 0, f"loss shape {tuple(loss.shape)}"
+    assert torch.isfinite(loss)
+    policy.zero_grad(set_to_none=True)
+    loss.backward()
+    grads = [p.grad for p in policy.parameters() if p.grad is not None]
+    assert grads, "the loss reaches no parameter"
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert any(g.abs().sum() > 0 for g in grads), "every gradient is zero"
+
+
+# --- saving ---------------------------------------------------------------------------------------
+def test_save_load_round_trip(policy: Policy, obs: Obs, tmp_path: Path) -> None:
+    perturb(policy)
+    path = policy.save_pretrained(tmp_path / "policy")
+    loaded = Policy.from_pretrained(path)
+    assert type(loaded) is type(policy)
+    assert loaded.config == policy.config
+    assert loaded.observation_space == policy.observation_space
+    assert loaded.action_space == policy.action_space
+    step = policy.act(obs, deterministic=True)
+    assert_same_actions(loaded.act(obs, deterministic=True), step)
+    if "evaluate" in policy.capabilities:
+        expected = policy.evaluate(obs, step.action, step.extras)
+        got = loaded.evaluate(obs, step.action, step.extras)
+        torch.testing.assert_close(got.logprob, expected.logprob, rtol=0, atol=0)
+        torch.testing.assert_close(got.logprob, step.logprob, rtol=0, atol=1e-5)
+
+
+def test_corrupt_weights_file_raises_value_error(policy: Policy, tmp_path: Path) -> None:
+    path = policy.save_pretrained(tmp_path / "policy")
+    (path / WEIGHTS_FILE).write_bytes(b"\x00\x01 this is not a safetensors file")
+    with pytest.raises(ValueError, match=re.escape(str(path / WEIGHTS_FILE))):
+        Policy.from_pretrained(path)
+
+
+def test_mismatched_weights_raise_value_error(policy: Policy, tmp_path: Path) -> None:
+    """Weights that are valid safetensors but do not fit the saved config are a corrupt save too."""
+    state = policy.state_dict()
+    if not state:
+        pytest.skip(f"{policy.name} has no tensors to mismatch")
+    path = policy.save_pretrained(tmp_path / "policy")
+    save_file({key: torch.zeros(1) for key in state}, str(path / WEIGHTS_FILE))
+    with pytest.raises(ValueError, match=re.escape(str(path / WEIGHTS_FILE))):
+        Policy.from_pretrained(path)
+
+
+def test_corrupt_config_file_raises_value_error(policy: Policy, tmp_path: Path) -> None:
+    path = policy.save_pretrained(tmp_path / "policy")
+    (path / CONFIG_FILE).write_text("{not json")
+    with pytest.raises(ValueError, match=re.escape(str(path / CONFIG_FILE))):
+        Policy.from_pretrained(path)
+
+
+def test_missing_dir_raises_file_not_found(policy: Policy, tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="missing"):
+        Policy.from_pretrained(tmp_path / "no_such_policy")

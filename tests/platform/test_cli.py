@@ -1,0 +1,160 @@
+"""The ``omnigym`` command, run in-process through ``cli.main``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from pathlib import Path
+
+import cv2
+import pytest
+
+from omnigym.platform.checkpoint import latest_checkpoint
+from omnigym.platform.cli import build_parser, list_benchmarks, main
+from omnigym.platform.config import list_options
+from omnigym.platform.experiment import config_dir
+
+
+def subcommands() -> list[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(sub.choices)
+
+
+def last_json_line(out: str) -> dict:
+    lines = out.strip().splitlines()
+    assert lines, "nothing printed"
+    return json.loads(lines[-1])
+
+
+@pytest.fixture(autouse=True)
+def _run_in_tmp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default outputs (runs/, videos/) land in a scratch directory, not the repository."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished two-iteration ppo_cartpole run."""
+    run_dir = tmp_path_factory.mktemp("cli") / "run"
+    overrides = ["total_steps=512", "eval.episodes=2", "log.progress=false", "log.tensorboard=false"]
+    assert main(["train", "ppo_cartpole", *overrides, f"run_dir={run_dir}"]) == 0
+    return run_dir
+
+
+# --- list and help --------------------------------------------------------------------------------
+def test_list_names_policies_algorithms_experiments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("mlp", "random", "ppo", "ppo_cartpole", "demo"):
+        assert re.search(rf"^\s+{name}$", out, re.MULTILINE), f"{name!r} not listed:\n{out}"
+
+
+@pytest.mark.parametrize("command", [None, *subcommands()])
+def test_help_exits_zero(command: str | None, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"] if command else ["--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: omnigym {command or ''}".rstrip())
+
+
+# --- config errors --------------------------------------------------------------------------------
+def test_train_unknown_key_suggests_the_right_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["train", "ppo_cartpole", "algo.gama=1"]) == 2
+    err = capsys.readouterr().err
+    assert "algo.gama" in err
+    assert "gamma" in err.replace("algo.gama", "")
+    assert not (tmp_path / "runs").exists(), "a run directory was created for an invalid config"
+
+
+def test_train_unknown_group_option_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "ppo_cartpole", "env=nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert "nonexistent" in err
+    for option in list_options(config_dir(), "env"):
+        assert option in err, f"env option {option!r} not listed in: {err}"
+
+
+# --- eval -----------------------------------------------------------------------------------------
+def test_eval_random_policy_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "3", "--json"]) == 0
+    summary = last_json_line(capsys.readouterr().out)
+    assert summary["episodes"] == 3
+    for key in ("return_mean", "return_iqm"):
+        assert math.isfinite(summary[key]) and summary[key] > 0, f"{key} = {summary[key]}"
+
+
+def test_eval_missing_policy_dir_fails_clearly(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["eval", "--policy", "/nonexistent/dir", "--env", "CartPole-v1", "--episodes", "1"])
+    assert rc != 0
+    err = capsys.readouterr().err
+    assert "/nonexistent/dir" in err
+    assert "no such file or directory" in err
+    assert "Traceback" not in err
+
+
+def test_eval_unknown_policy_name_lists_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["eval", "--policy", "nonexistent", "--env", "CartPole-v1", "--episodes", "1"])
+    assert rc != 0
+    err = capsys.readouterr().err
+    assert "unknown policy 'nonexistent'" in err
+    assert "mlp" in err, "the error should list the known policies"
+
+
+def test_eval_video_writes_mp4(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    video_dir = tmp_path / "videos"
+    argv = ["eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "1", "--json"]
+    assert main([*argv, "--video", "--video-dir", str(video_dir)]) == 0
+    summary = last_json_line(capsys.readouterr().out)
+    videos = list(video_dir.glob("*.mp4"))
+    assert len(videos) == 1, f"expected one mp4 in {video_dir}, found {videos}"
+    assert Path(summary["video"]) == videos[0]
+    capture = cv2.VideoCapture(str(videos[0]))
+    try:
+        ok, frame = capture.read()
+    finally:
+        capture.release()
+    assert ok and frame.ndim == 3, "the mp4 holds no readable frame"
+
+
+# --- train, eval a run, resume --------------------------------------------------------------------
+def test_train_writes_a_complete_run(trained_run: Path) -> None:
+    for needed in ("config.yaml", "metrics.jsonl", "results.json", "policy/config.json"):
+        assert (trained_run / needed).is_file(), f"{needed} missing"
+    assert latest_checkpoint(trained_run) is not None
+    assert json.loads((trained_run / "results.json").read_text())["total_steps"] == 512
+
+
+def test_eval_run_dir_uses_the_trained_policy(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    final_eval = json.loads((trained_run / "results.json").read_text())["final_eval"]
+    argv = ["eval", "--policy", str(trained_run), "--env", "CartPole-v1", "--episodes", "2", "--json"]
+    # The training run's final evaluation used seeds 1_000_000 + i; the same seeds give the same returns.
+    assert main([*argv, "--seed", "1000000"]) == 0
+    summary = last_json_line(capsys.readouterr().out)
+    assert summary["episodes"] == 2
+    assert summary["return_mean"] == final_eval["return_mean"]
+
+
+def test_resume_finished_run_does_nothing_more(trained_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    metrics_before = (trained_run / "metrics.jsonl").read_text()
+    checkpoint_before = latest_checkpoint(trained_run)
+    assert main(["train", "--resume", str(trained_run)]) == 0
+    assert (trained_run / "metrics.jsonl").read_text() == metrics_before, (
+        "resuming a finished run trained more"
+    )
+    assert latest_checkpoint(trained_run) == checkpoint_before
+    assert "final evaluation" in capsys.readouterr().out
+
+
+# --- bench ----------------------------------------------------------------------------------------
+def test_bench_unknown_name_lists_benchmarks() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "nonexistent"])
+    code = exit_info.value.code
+    assert code not in (0, None), "an unknown benchmark must exit non-zero"
+    message = str(code)
+    assert "nonexistent" in message and "known" in message
+    for name in list_benchmarks():
+        assert name in message, f"benchmark {name!r} not listed in: {message}"
