@@ -45,7 +45,11 @@ def _numeric_keys(obs: dict[str, Any]) -> list[str]:
 
 def _env_info(info: dict[str, Any], index: int, key: str) -> Any:
     """Sub-env ``index``'s value of ``key`` in a vector info dict, or None."""
-    if key not in info or not info.get(f"_{key}", np.ones(index + 1, bool))[index]:
+    if (
+        key not in info
+        or isinstance(info[key], dict)
+        or not info.get(f"_{key}", np.ones(index + 1, bool))[index]
+    ):
         return None
     return info[key][index]
 
@@ -125,7 +129,9 @@ class RolloutCollector:
                 valid[t] = ~self._pending_reset
             rewards[t], terminated[t], truncated[t] = reward, term, trunc
             if components is None and REWARD_COMPONENTS in info:
-                self._component_names = tuple(sorted(info[REWARD_COMPONENTS]))
+                self._component_names = tuple(
+                    sorted(k for k in info[REWARD_COMPONENTS] if not k.startswith("_"))
+                )
             if self._component_names:
                 if components is None:
                     components = np.zeros((T, N, len(self._component_names)), dtype=np.float32)

@@ -54,7 +54,9 @@ def make_env(
     make_kwargs = dict(kwargs)
     if max_episode_steps is not None:
         make_kwargs["max_episode_steps"] = max_episode_steps
-    return as_omnigym_env(gym.make(env_id, render_mode=render_mode, **make_kwargs))
+    if render_mode is not None:
+        make_kwargs["render_mode"] = render_mode
+    return as_omnigym_env(gym.make(env_id, **make_kwargs))
 
 
 def make_vec_env(config: EnvConfig, *, render_mode: str | None = None) -> gym.vector.VectorEnv:

@@ -1,0 +1,73 @@
+"""Checkpoint and exact resume: a resumed run reproduces the uninterrupted run's metrics."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from omnigym.platform.checkpoint import latest_checkpoint
+from omnigym.platform.experiment import load_experiment
+from omnigym.platform.trainers.on_policy import OnPolicyTrainer, load_run_config
+
+OVERRIDES = [
+    "total_steps=2560",  # 10 iterations of 8 envs x 32 steps
+    "eval.every_steps=1024",
+    "eval.episodes=3",
+    "checkpoint.every_steps=1024",
+    "log.progress=false",
+    "log.tensorboard=false",
+]
+
+
+def metrics_without_time(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not k.startswith("time/") and k != "wall_time"} for row in rows]
+
+
+class KilledError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("env", ["cartpole", "pendulum"])
+def test_resume_reproduces_uninterrupted_run(tmp_path, env, monkeypatch):
+    straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
+    overrides = [*OVERRIDES, f"env={env}", "env.num_envs=8", "algo.num_steps=32"]
+    OnPolicyTrainer(
+        load_experiment("ppo_cartpole", [*overrides, f"run_dir={straight_dir}"]), straight_dir
+    ).train()
+
+    # Same run, killed after the iteration that follows the second checkpoint (step 2048 + 256).
+    config = load_experiment("ppo_cartpole", [*overrides, f"run_dir={resumed_dir}"])
+    trainer = OnPolicyTrainer(config, resumed_dir)
+    original_iterate = trainer._iterate
+
+    def iterate_then_die():
+        if trainer.global_step == 2304:
+            raise KilledError
+        return original_iterate()
+
+    monkeypatch.setattr(trainer, "_iterate", iterate_then_die)
+    with pytest.raises(KilledError):
+        trainer.train()
+    assert latest_checkpoint(resumed_dir).name == "step_0000002048"
+
+    resumed = OnPolicyTrainer(load_run_config(resumed_dir), resumed_dir, resume=True)
+    assert resumed.global_step == 2048
+    result = resumed.train()
+
+    assert metrics_without_time(resumed_dir) == metrics_without_time(straight_dir)
+    straight_results = json.loads((straight_dir / "results.json").read_text())
+    assert result.final_eval == straight_results["final_eval"]
+    assert result.best_eval == straight_results["best_eval"]
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path):
+    config = load_experiment("ppo_cartpole", [*OVERRIDES, f"run_dir={tmp_path}"])
+    OnPolicyTrainer(config, tmp_path)  # writes config.yaml, no checkpoint yet
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        OnPolicyTrainer(load_run_config(tmp_path), tmp_path, resume=True)
+
+
+def test_resume_of_a_missing_run_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not an omnigym run directory"):
+        load_run_config(tmp_path / "nope")
