@@ -20,6 +20,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from omnigym.platform.experiment import load_experiment
     from omnigym.platform.trainers.on_policy import OnPolicyTrainer, load_run_config, new_run_dir
 
+    if args.seeds:
+        if args.resume or not args.experiment:
+            raise SystemExit("train --seeds: name an experiment (and no --resume)")
+        return _train_seeds(args)
     if args.resume:
         if args.experiment:
             raise SystemExit("train: give either an experiment or --resume <run dir>, not both")
@@ -33,6 +37,21 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(f"run directory: {trainer.run_dir}", file=sys.stderr)
     result = trainer.train()
     _print_result(result.final_eval, result.best_eval)
+    return 0
+
+
+def _train_seeds(args: argparse.Namespace) -> int:
+    from omnigym.platform.trainers.seeds import train_seeds
+
+    summary = train_seeds(args.experiment, args.seeds, args.overrides)
+    print(f"{len(args.seeds)} seeds, runs under {summary['root']}:")
+    for label in ("final_return", "best_return"):
+        a = summary[label]
+        mean_ci, iqm_ci = (f"[{a[f'{k}_ci_low']:.2f}, {a[f'{k}_ci_high']:.2f}]" for k in ("mean", "iqm"))
+        print(
+            f"{label.replace('_', ' ')}: mean {a['mean']:.2f} {mean_ci}  median {a['median']:.2f}"
+            f"  IQM {a['iqm']:.2f} {iqm_ci}"
+        )
     return 0
 
 
@@ -155,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
         "overrides", nargs="*", help="dotted overrides, e.g. algo.learning_rate=1e-3 env=pendulum"
     )
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    train.add_argument(
+        "--seeds", type=int, nargs="+", metavar="SEED",
+        help="train once per seed and aggregate (mean, median, IQM with 95%% bootstrap CIs)",
+    )  # fmt: skip
     train.set_defaults(func=_cmd_train)
 
     evaluate = sub.add_parser("eval", help="evaluate a policy on an env")

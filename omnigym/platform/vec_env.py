@@ -48,7 +48,7 @@ def make_env(
     **kwargs: Any,
 ) -> gym.Env:
     """One env with a ``Dict`` observation space (plain boxes become ``{"state"}``/``{"image"}``)."""
-    set_headless_gl()
+    set_headless_rendering()
     import omnigym.envs  # noqa: F401  (registers the omnigym ids)
 
     make_kwargs = dict(kwargs)
@@ -94,12 +94,15 @@ def to_env_action(space: spaces.Space, action: np.ndarray) -> np.ndarray:
     return action
 
 
-def set_headless_gl() -> None:
-    """Pick MuJoCo's offscreen OpenGL backend when there is no display and the user chose none.
+def set_headless_rendering() -> None:
+    """Pick offscreen rendering backends when there is no display and the user chose none.
 
     MuJoCo reads ``MUJOCO_GL`` once, at import, so this runs before any env is made. EGL (Mesa's
     software EGL works without a GPU) is preferred; OSMesa needs Debian's ``libosmesa6``.
+    pygame (classic-control rendering) gets SDL's dummy video driver.
     """
-    if "MUJOCO_GL" in os.environ or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
         return
-    os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "osmesa"
+    if "MUJOCO_GL" not in os.environ:
+        os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "osmesa"
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")

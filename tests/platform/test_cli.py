@@ -158,3 +158,17 @@ def test_bench_unknown_name_lists_benchmarks() -> None:
     assert "nonexistent" in message and "known" in message
     for name in list_benchmarks():
         assert name in message, f"benchmark {name!r} not listed in: {message}"
+
+
+def test_train_seeds_aggregates_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", "ppo_cartpole", "total_steps=512", "eval.episodes=2", "log.progress=false"]
+    assert main([*argv, "log.tensorboard=false", "--seeds", "1", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 seeds" in out and "IQM" in out
+    (aggregate,) = tmp_path.glob("runs/*/aggregate.json")
+    summary = json.loads(aggregate.read_text())
+    assert summary["seeds"] == [1, 2]
+    finals = [run["final_return"] for run in summary["runs"].values()]
+    assert summary["final_return"]["mean"] == pytest.approx(sum(finals) / 2)
+    assert summary["final_return"]["num_runs"] == 2

@@ -1,0 +1,47 @@
+"""Several seeds of one experiment, aggregated as mean, median and IQM with bootstrap CIs."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omnigym.platform.experiment import load_experiment
+from omnigym.platform.stats import aggregate_runs
+from omnigym.platform.trainers.on_policy import OnPolicyTrainer
+
+AGGREGATE_FILE = "aggregate.json"
+
+
+def train_seeds(
+    experiment: str, seeds: Sequence[int], overrides: Sequence[str] = (), root: Path | None = None
+) -> dict[str, Any]:
+    """Train ``experiment`` once per seed under ``root/seed_<s>`` and aggregate the final and the
+    best evaluation returns across seeds; writes ``root/aggregate.json``."""
+    if not seeds:
+        raise ValueError("train_seeds needs at least one seed")
+    first = load_experiment(experiment, overrides)
+    root = root or Path("runs") / f"{first.name}-seeds-{time.strftime('%Y%m%d-%H%M%S')}"
+    finals, bests, runs = [], [], {}
+    for seed in seeds:
+        run_dir = root / f"seed_{seed}"
+        config = load_experiment(experiment, [*overrides, f"seed={seed}", f"run_dir={run_dir}"])
+        result = OnPolicyTrainer(config, run_dir).train()
+        finals.append(result.final_eval["return_mean"])
+        bests.append(
+            result.best_eval["return_mean"] if result.best_eval else result.final_eval["return_mean"]
+        )
+        runs[str(seed)] = {"run_dir": str(run_dir), "final_return": finals[-1], "best_return": bests[-1]}
+    summary = {
+        "experiment": experiment,
+        "seeds": list(seeds),
+        "final_return": aggregate_runs(finals),
+        "best_return": aggregate_runs(bests),
+        "runs": runs,
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    (root / AGGREGATE_FILE).write_text(json.dumps(summary, indent=2))
+    summary["root"] = str(root)
+    return summary
