@@ -7,7 +7,11 @@ torch thread settings), one after the other. Both are then evaluated with the sa
 The value losses are made equal: SB3 uses ``vf_coef * mean((R - V)^2)`` without value clipping,
 which is omnigym's ``clip_vloss=False`` with ``vf_coef`` doubled (omnigym keeps CleanRL's 0.5).
 
-Last line: one JSON object; ``ratio`` = omnigym steps/s / SB3 steps/s, the smaller of the envs.
+Returns at equal steps vary a lot between training seeds (HalfCheetah at 100k steps spans
+hundreds), so the full run trains 3 seeds of each and reports means and per-seed values.
+
+Last line: one JSON object; ``ratio`` = omnigym steps/s / SB3 steps/s (seed means), the smaller of
+the envs.
 
 Usage: ``omnigym bench ppo_vs_sb3 [--quick]``
 """
@@ -155,7 +159,8 @@ def main() -> None:
     """Run every setup for both libraries and print the comparison."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (under a minute)")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=1, help="first seed")
+    parser.add_argument("--seeds", type=int, help="number of seeds (default: 3, or 1 with --quick)")
     parser.add_argument("--worker", choices=["sb3", "omnigym"], help=argparse.SUPPRESS)
     parser.add_argument("--env", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -167,23 +172,38 @@ def main() -> None:
         print(json.dumps(train(args.env, setup, steps, args.seed)))
         return
 
-    figures: dict[str, Any] = {"bench": "ppo_vs_sb3", "quick": args.quick, "seed": args.seed}
+    seeds = list(range(args.seed, args.seed + (args.seeds or (1 if args.quick else 3))))
+    figures: dict[str, Any] = {"bench": "ppo_vs_sb3", "quick": args.quick, "seeds": seeds}
     ratios = []
     for env_id in SETUPS:
-        sb3 = run_worker("sb3", env_id, args.quick, args.seed)
-        ours = run_worker("omnigym", env_id, args.quick, args.seed)
+        runs = {lib: [run_worker(lib, env_id, args.quick, s) for s in seeds] for lib in ("sb3", "omnigym")}
+        summary = {lib: summarize_runs(r) for lib, r in runs.items()}
+        ours, sb3 = summary["omnigym"], summary["sb3"]
         ratio = ours["sps"] / sb3["sps"]
         ratios.append(ratio)
         print(
-            f"{env_id}: steps/s omnigym {ours['sps']:.0f} vs SB3 {sb3['sps']:.0f} (x{ratio:.2f}); "
-            f"eval return at {ours['steps']} steps: omnigym {ours['eval_return']:.1f} vs SB3 "
-            f"{sb3['eval_return']:.1f} (at {sb3['steps']}); train return (last 10 episodes): "
-            f"omnigym {ours['train_return_last10']:.1f} vs SB3 {sb3['train_return_last10']:.1f}",
+            f"{env_id} ({len(seeds)} seed(s), {ours['steps']} steps): steps/s omnigym {ours['sps']:.0f} "
+            f"vs SB3 {sb3['sps']:.0f} (x{ratio:.2f}); eval return omnigym {ours['eval_return']:.1f} "
+            f"(seeds {ours['eval_returns']}) vs SB3 {sb3['eval_return']:.1f} (seeds {sb3['eval_returns']}); "
+            f"train return, last 10 episodes: omnigym {ours['train_return_last10']:.1f} vs SB3 "
+            f"{sb3['train_return_last10']:.1f}",
             flush=True,
         )
-        figures[env_id] = {"omnigym": ours, "sb3": sb3, "sps_ratio": ratio}
+        figures[env_id] = {**summary, "sps_ratio": ratio, "runs": runs}
     figures["ratio"] = min(ratios)
     print(json.dumps(figures))
+
+
+def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over seeds: steps/s, evaluation and training returns."""
+    mean = lambda key: sum(r[key] for r in runs) / len(runs)  # noqa: E731
+    return {
+        "steps": runs[0]["steps"],
+        "sps": mean("sps"),
+        "eval_return": mean("eval_return"),
+        "eval_returns": [round(r["eval_return"], 1) for r in runs],
+        "train_return_last10": mean("train_return_last10"),
+    }
 
 
 if __name__ == "__main__":
