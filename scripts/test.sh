@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The test suite: set up (first run only), lint, then pytest (slow learning checks and benchmarks
-# are marked `slow` and run with `scripts/test.sh -m slow`). Exits non-zero on any failure.
+# The test suite: set up (first run only), lint (ruff), type-check (mypy), then pytest. The default
+# run is CPU-only, complete and CI-sized; `scripts/test.sh -m slow` runs the slow checks instead
+# (benchmark smoke runs). Exits non-zero on any failure.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
@@ -8,4 +9,5 @@ cd "$root"
 bin="${OMNIGYM_VENV:-$root/.venv}/bin"
 "$bin/ruff" check omnigym tests bench
 "$bin/ruff" format --check omnigym tests bench
+"$bin/mypy" omnigym
 "$bin/python" -m pytest -q "$@"

@@ -9,9 +9,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omnigym.platform.config import ConfigError
 from omnigym.platform.experiment import REPO_ROOT
+
+if TYPE_CHECKING:
+    from omnigym.policies.base import Policy
 
 BENCH_DIR = REPO_ROOT / "bench"
 
@@ -65,7 +69,7 @@ def _print_result(final_eval: dict[str, float], best_eval: dict[str, float] | No
         print(format_summary(best_eval))
 
 
-def resolve_policy(spec: str, env_id: str) -> object:
+def resolve_policy(spec: str, env_id: str) -> Policy:
     """A policy from a registered name, a saved policy dir, a checkpoint dir or a run dir."""
     from omnigym.platform.checkpoint import latest_checkpoint
     from omnigym.platform.registry import POLICIES
@@ -92,17 +96,28 @@ def resolve_policy(spec: str, env_id: str) -> object:
         env.close()
 
 
+def _run_env_settings(path: Path, env_id: str) -> tuple[dict | None, int | None]:
+    """A run directory's env kwargs and time limit, when it trained on ``env_id``."""
+    from omnigym.platform.trainers.on_policy import CONFIG_FILE, load_run_config
+
+    if not (path / CONFIG_FILE).is_file():
+        return None, None
+    env = load_run_config(path).env
+    return (env.kwargs, env.max_episode_steps) if env.id == env_id else (None, None)
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from omnigym.platform.evaluate import evaluate_policy, format_summary
 
     policy = resolve_policy(args.policy, args.env)
+    env_kwargs, max_episode_steps = _run_env_settings(Path(args.policy), args.env)
     video_path = None
     if args.video:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         video_path = Path(args.video_dir) / f"{args.env.replace('/', '_')}-{stamp}.mp4"
     result = evaluate_policy(
         policy, args.env, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic,
-        video_path=video_path,
+        env_kwargs=env_kwargs, max_episode_steps=max_episode_steps, video_path=video_path,
     )  # fmt: skip
     summary = result.summary()
     if args.json:
@@ -163,6 +178,18 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seed_list(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"seeds are comma-separated integers, e.g. 1,2,3; got {text!r}"
+        ) from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("give at least one seed, e.g. --seeds 1,2,3")
+    return seeds
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for every subcommand."""
     parser = argparse.ArgumentParser(prog="omnigym", description=__doc__)
@@ -175,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     train.add_argument(
-        "--seeds", type=int, nargs="+", metavar="SEED",
+        "--seeds", type=_seed_list, metavar="S1,S2,...",
         help="train once per seed and aggregate (mean, median, IQM with 95%% bootstrap CIs)",
     )  # fmt: skip
     train.set_defaults(func=_cmd_train)

@@ -83,12 +83,31 @@ class RolloutCollector:
 
     def reset(self, seed: int | list[int] | None = None) -> None:
         """Start fresh episodes in every sub-env (``seed`` as in ``VectorEnv.reset``)."""
-        obs, _ = self.envs.reset(seed=seed)
+        # A list seeds each sub-env (Gymnasium accepts it; its annotation says int).
+        obs, _ = self.envs.reset(seed=seed)  # type: ignore[arg-type]
         self.obs = obs
         self._pending_reset[:] = False
         self._episode_return[:] = 0.0
         self._episode_length[:] = 0
         self.policy.reset()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The current observation and episode accumulators, for a checkpoint."""
+        return {
+            "obs": self.obs,
+            "pending_reset": self._pending_reset,
+            "episode_return": self._episode_return,
+            "episode_length": self._episode_length,
+            "policy_version": self.policy_version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s output (the envs must be restored alongside)."""
+        self.obs = state["obs"]
+        self._pending_reset = state["pending_reset"]
+        self._episode_return = state["episode_return"]
+        self._episode_length = state["episode_length"]
+        self.policy_version = state["policy_version"]
 
     def collect(self) -> tuple[Rollout, EpisodeStats]:
         """One rollout ``[T, N]`` and the statistics of the episodes that ended in it."""
@@ -119,6 +138,7 @@ class RolloutCollector:
                 logprob = torch.empty((T, *step.logprob.shape), dtype=step.logprob.dtype)
                 mask = torch.empty((T, *step.mask.shape), dtype=torch.bool)
                 extras = {k: torch.empty((T, *v.shape), dtype=v.dtype) for k, v in step.extras.items()}
+            assert logprob is not None and mask is not None
             actions[t], logprob[t], mask[t] = step.action, step.logprob, step.mask
             for k, v in step.extras.items():
                 extras[k][t] = v
@@ -192,7 +212,7 @@ class RolloutCollector:
     ) -> dict[str, np.ndarray]:
         """Record finished episodes and keep final observations where the mode hides them."""
         step_info = info.get("final_info", info) if self.mode == AutoresetMode.SAME_STEP else info
-        for i in np.flatnonzero(done):
+        for i in np.flatnonzero(done).tolist():
             stats.returns.append(float(self._episode_return[i]))
             stats.lengths.append(int(self._episode_length[i]))
             for key in step_info:

@@ -24,7 +24,7 @@ def run_demo(run_dir: Path | None = None, overrides: Sequence[str] = ()) -> Path
     result = OnPolicyTrainer(config, run_dir).train()
     minutes = (time.perf_counter() - start) / 60
     videos = sorted((run_dir / "videos").glob("*.mp4"))
-    summary = {
+    summary: dict[str, float | str] = {
         "experiment": config.name,
         "env": config.env.id,
         "policy": config.policy.type,

@@ -100,6 +100,8 @@ def _registry_resolver(base: type, type_name: str, path: str) -> type:
     registry = next((r for b, r in registries.items() if issubclass(base, b)), None)
     if registry is None:
         return base
+    if not type_name:
+        raise ConfigError(f"{path}.type is required; one of: {', '.join(registry.names())}")
     try:
         cls = registry.get(type_name).config_class
     except RegistryError as exc:
@@ -110,7 +112,11 @@ def _registry_resolver(base: type, type_name: str, path: str) -> type:
 
 
 def build_experiment(data: dict) -> ExperimentConfig:
-    """Validate a composed config mapping into an :class:`ExperimentConfig`."""
+    """Validate a composed config mapping into an :class:`ExperimentConfig`.
+
+    A missing ``policy`` or ``algo`` section means the defaults: an MLP policy trained by PPO.
+    """
+    data = {"policy": {"type": "mlp"}, "algo": {"type": "ppo"}, **data}
     return build_dataclass(ExperimentConfig, data, path="", resolve_type=_registry_resolver)
 
 

@@ -88,7 +88,10 @@ class RunLogger:
             if key in metrics:
                 raise ValueError(f"metric name {key!r} is reserved")
         values = {key: float(value) for key, value in metrics.items()}
-        record = {"step": int(step), "wall_time": round(time.monotonic() - self._start, 3)}
+        record: dict[str, float | None] = {
+            "step": int(step),
+            "wall_time": round(time.monotonic() - self._start, 3),
+        }
         record.update({key: _finite_or_none(value) for key, value in values.items()})
         self._file.write(json.dumps(record, allow_nan=False) + "\n")
         self._file.flush()
@@ -178,7 +181,7 @@ def write_video(frames: Sequence[np.ndarray], path: str | Path, fps: int = 30) -
     if fps <= 0:
         raise ValueError(f"fps must be positive, got {fps}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), float(fps), (width, height))
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter.fourcc(*"mp4v"), float(fps), (width, height))
     if not writer.isOpened():
         raise RuntimeError(f"OpenCV could not open an mp4v video writer for {path}")
     try:
@@ -356,7 +359,7 @@ class _PlainProgress(_Progress):
 
 
 def _make_progress(total_steps: int, start_step: int) -> _Progress:
-    """tqdm on an interactive stderr, plain status lines otherwise."""
+    """Tqdm on an interactive stderr, plain status lines otherwise."""
     isatty = getattr(sys.stderr, "isatty", None)
     if isatty is not None and isatty():
         return _TqdmProgress(total_steps, start_step)

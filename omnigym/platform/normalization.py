@@ -28,6 +28,8 @@ class RunningMeanStd(nn.Module):
     def update(self, x: Tensor) -> None:
         """Fold a batch ``[B, *shape]`` into the statistics."""
         x = x.reshape(-1, *self.mean.shape).to(torch.float64)
+        if x.shape[0] == 0:
+            return
         batch_mean, batch_var, batch_count = x.mean(0), x.var(0, unbiased=False), x.shape[0]
         delta = batch_mean - self.mean
         total = self.count + batch_count

@@ -31,7 +31,7 @@ class Registry:
     def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
         self.kind = kind
         self._targets: dict[str, str] = {}
-        self._loaded: dict[str, type] = {}
+        self._loaded: dict[str, type[Any]] = {}
         self._entry_point_group = entry_point_group
         self._scanned = entry_point_group is None
 
@@ -54,7 +54,7 @@ class Registry:
     def __contains__(self, name: object) -> bool:
         return name in self.names()
 
-    def get(self, name: str) -> type:
+    def get(self, name: str) -> type[Any]:
         """The class registered as ``name``; imports it on first use."""
         self._scan_entry_points()
         if name in self._loaded:

@@ -13,8 +13,8 @@ def space_to_json(space: spaces.Space) -> dict[str, Any]:
     if isinstance(space, spaces.Box):
         return {
             "type": "Box",
-            "low": np.asarray(space.low).tolist(),
-            "high": np.asarray(space.high).tolist(),
+            "low": _strict_json_floats(space.low),
+            "high": _strict_json_floats(space.high),
             "shape": list(space.shape),
             "dtype": str(space.dtype),
         }
@@ -36,8 +36,14 @@ def space_from_json(data: dict[str, Any]) -> spaces.Space:
     kind = data.get("type")
     if kind == "Box":
         dtype = np.dtype(data["dtype"])
-        low = np.asarray(data["low"], dtype=dtype).reshape(data["shape"])
-        high = np.asarray(data["high"], dtype=dtype).reshape(data["shape"])
+        low = (
+            np.asarray([float(v) for v in data["low"]], dtype=np.float64).astype(dtype).reshape(data["shape"])
+        )
+        high = (
+            np.asarray([float(v) for v in data["high"]], dtype=np.float64)
+            .astype(dtype)
+            .reshape(data["shape"])
+        )
         return spaces.Box(low, high, dtype=dtype)
     if kind == "Discrete":
         return spaces.Discrete(data["n"], start=data.get("start", 0))
@@ -50,3 +56,11 @@ def space_from_json(data: dict[str, Any]) -> spaces.Space:
     if kind == "Dict":
         return spaces.Dict({k: space_from_json(v) for k, v in data["spaces"].items()})
     raise ValueError(f"unknown space type {kind!r} in saved config")
+
+
+def _strict_json_floats(values: np.ndarray) -> list:
+    """Box bounds as JSON numbers, with infinities as the strings "inf"/"-inf" (strict JSON)."""
+    flat = [
+        float(v) if np.isfinite(v) else ("inf" if v > 0 else "-inf") for v in np.asarray(values).reshape(-1)
+    ]
+    return flat

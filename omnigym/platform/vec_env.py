@@ -83,8 +83,11 @@ def autoreset_mode(envs: gym.vector.VectorEnv) -> AutoresetMode:
 
 
 def to_env_action(space: spaces.Space, action: np.ndarray) -> np.ndarray:
-    """A policy's raw action in the form ``space`` accepts: Gaussian samples are clipped to the
-    box, indices cast to int. Non-finite values are an error, never passed on."""
+    """A policy's raw action in the form ``space`` accepts.
+
+    Gaussian samples are clipped to the box, indices cast to int. Non-finite values are an
+    error, never passed on.
+    """
     if isinstance(action, np.ndarray) and action.dtype.kind == "f" and not np.all(np.isfinite(action)):
         raise ValueError("policy produced a non-finite action (NaN or inf)")
     if isinstance(space, spaces.Box):

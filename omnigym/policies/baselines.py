@@ -22,12 +22,17 @@ class RandomPolicyConfig(PolicyConfig):
 
 
 class RandomPolicy(Policy):
-    """Uniform over a bounded Box or a Discrete space; ``deterministic`` acts with the box centre
-    or action 0, so a deterministic evaluation is still reproducible."""
+    """Uniform over a bounded Box or a Discrete space.
+
+    ``deterministic`` acts with the box centre or action 0, so a deterministic evaluation is
+    still reproducible.
+    """
 
     name: ClassVar[str] = "random"
     config_class: ClassVar[type[PolicyConfig]] = RandomPolicyConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"act"})
+    low: Tensor
+    high: Tensor
 
     def __init__(
         self, config: RandomPolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
@@ -55,6 +60,7 @@ class RandomPolicy(Policy):
                 u = torch.rand_like(u)
             action = self.low + u * (self.high - self.low)
         else:
+            assert isinstance(self.action_space, spaces.Discrete)
             n = int(self.action_space.n)
             action = torch.zeros(batch, dtype=torch.long) if deterministic else torch.randint(n, (batch,))
         logprob = torch.full((batch, 1), self._logp)

@@ -107,7 +107,9 @@ class CategoricalHead(nn.Module):
         return -(log_probs.exp() * log_probs).sum(-1)
 
 
-def make_action_head(action_space: spaces.Space, in_dim: int, log_std_init: float = 0.0) -> nn.Module:
+def make_action_head(
+    action_space: spaces.Space, in_dim: int, log_std_init: float = 0.0
+) -> GaussianHead | CategoricalHead:
     """The head for a Box (Gaussian) or Discrete (categorical) action space."""
     if isinstance(action_space, spaces.Box):
         return GaussianHead(in_dim, int(math.prod(action_space.shape)), log_std_init)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 import torch
@@ -16,7 +16,7 @@ from torch import Tensor, nn
 from omnigym.platform.normalization import RunningMeanStd
 from omnigym.platform.types import OBS_STATE, Evaluation, Obs, PolicyStep
 from omnigym.policies.base import Policy, PolicyConfig
-from omnigym.policies.distributions import GaussianHead, make_action_head
+from omnigym.policies.distributions import CategoricalHead, GaussianHead, make_action_head
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
 
@@ -69,6 +69,7 @@ class MLP(nn.Module):
         """Shape: [B, in_dim] -> [B, out_dim]."""
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
+            layer = cast(nn.Linear, layer)
             x = F.linear(x, layer.weight, layer.bias)
             if i < last or self.activate_last:
                 x = self.activation(x)
@@ -100,7 +101,9 @@ class MLPPolicy(Policy):
         self._in_dim = sum(self._key_dim(observation_space, key) for key in config.obs_keys)
         self.obs_rms = RunningMeanStd((self._in_dim,)) if config.normalize_obs else None
         self.trunk = MLP(self._in_dim, tuple(config.hidden_sizes), config.activation)
-        self.head = make_action_head(action_space, self.trunk.out_dim, config.log_std_init)
+        self.head: GaussianHead | CategoricalHead = make_action_head(
+            action_space, self.trunk.out_dim, config.log_std_init
+        )
         self._gaussian = isinstance(self.head, GaussianHead)
         if config.ortho_init:
             orthogonal_init(self.trunk, math.sqrt(2))

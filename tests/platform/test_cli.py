@@ -163,7 +163,7 @@ def test_bench_unknown_name_lists_benchmarks() -> None:
 def test_train_seeds_aggregates_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     argv = ["train", "ppo_cartpole", "total_steps=512", "eval.episodes=2", "log.progress=false"]
-    assert main([*argv, "log.tensorboard=false", "--seeds", "1", "2"]) == 0
+    assert main([*argv, "--seeds", "1,2", "log.tensorboard=false"]) == 0
     out = capsys.readouterr().out
     assert "2 seeds" in out and "IQM" in out
     (aggregate,) = tmp_path.glob("runs/*/aggregate.json")
@@ -172,3 +172,15 @@ def test_train_seeds_aggregates_runs(capsys: pytest.CaptureFixture[str], tmp_pat
     finals = [run["final_return"] for run in summary["runs"].values()]
     assert summary["final_return"]["mean"] == pytest.approx(sum(finals) / 2)
     assert summary["final_return"]["num_runs"] == 2
+
+
+def test_eval_of_a_run_dir_uses_the_runs_env_settings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    argv = ["train", "ppo_cartpole", "total_steps=256", "eval.episodes=1", "env.max_episode_steps=20"]
+    assert main([*argv, "log.progress=false", "log.tensorboard=false", f"run_dir={run_dir}"]) == 0
+    capsys.readouterr()
+    assert main(["eval", "--policy", str(run_dir), "--env", "CartPole-v1", "--episodes", "2", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["length_mean"] <= 20  # the run's time limit, not CartPole's 500

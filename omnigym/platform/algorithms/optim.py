@@ -45,8 +45,10 @@ class FlatParameters:
         return self.param.grad
 
     def clip_grad_norm_(self, max_norm: float) -> Tensor:
-        """Scale the gathered gradient to a global L2 norm of at most ``max_norm``; returns the
-        norm before clipping (as ``torch.nn.utils.clip_grad_norm_`` does)."""
+        """Scale the gathered gradient to a global L2 norm of at most ``max_norm``.
+
+        Returns the norm before clipping, as ``torch.nn.utils.clip_grad_norm_`` does.
+        """
         grad = self.param.grad
         if grad is None:
             raise RuntimeError("call collect_grads() after backward() before clipping")

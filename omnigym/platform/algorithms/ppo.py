@@ -12,7 +12,7 @@ scores a one-part Gaussian action and an L-token text action (token-mean aggrega
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 from gymnasium import spaces
@@ -72,7 +72,7 @@ class PPOConfig(AlgorithmConfig):
     """Bootstrap time-limit truncations from V(final observation); False treats them as terminal."""
     critic_hidden_sizes: tuple[int, ...] = (64, 64)
     """Hidden widths of the critic MLP (built on the policy's features)."""
-    critic_activation: str = "tanh"
+    critic_activation: Literal["tanh", "relu", "elu", "gelu"] = "tanh"
     """Critic activation (tanh, relu, elu, gelu)."""
 
     def __post_init__(self) -> None:

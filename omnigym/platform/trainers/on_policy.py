@@ -8,9 +8,7 @@ import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import yaml
 
@@ -18,6 +16,7 @@ from omnigym.platform.algorithms.base import Algorithm
 from omnigym.platform.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.config import config_to_dict
+from omnigym.platform.env_state import restore_envs, snapshot_envs
 from omnigym.platform.evaluate import evaluate_policy
 from omnigym.platform.experiment import ExperimentConfig, build_experiment
 from omnigym.platform.loggers import RunLogger
@@ -214,21 +213,10 @@ class OnPolicyTrainer:
 
     def _env_state(self) -> bytes | None:
         """The sub-envs and the collector's episode state, when the envs live in this process."""
-        if not isinstance(self.envs, gym.vector.SyncVectorEnv):
+        envs = snapshot_envs(self.envs)
+        if envs is None:
             return None
-        c = self.collector
-        state: dict[str, Any] = {
-            "envs": self.envs.envs,
-            "autoreset_envs": getattr(self.envs, "_autoreset_envs", None),
-            "obs": c.obs,
-            "pending_reset": c._pending_reset,
-            "episode_return": c._episode_return,
-            "episode_length": c._episode_length,
-        }
-        try:
-            return pickle.dumps(state)
-        except Exception:  # an env holding unpicklable handles: resume will reset it instead
-            return None
+        return pickle.dumps({"envs": envs, "collector": self.collector.state_dict()})
 
     def _restore(self) -> None:
         """Load the run's latest checkpoint into the trainer."""
@@ -239,18 +227,14 @@ class OnPolicyTrainer:
         loaded = Policy.from_pretrained(ckpt.policy_dir, device=self.device)
         self.policy.load_state_dict(loaded.state_dict())
         self.algorithm.load_state_dict(ckpt.algorithm_state)
-        state = ckpt.trainer_state
-        self.iteration = int(state["iteration"])
-        self.collector.policy_version = int(state["policy_version"])
-        self.best_eval, self.last_eval = state.get("best_eval"), state.get("last_eval")
+        trainer_state = ckpt.trainer_state
+        self.iteration = int(trainer_state["iteration"])
+        self.best_eval, self.last_eval = trainer_state.get("best_eval"), trainer_state.get("last_eval")
         restore_rng_state(ckpt.rng_state)
-        if ckpt.env_state is not None and isinstance(self.envs, gym.vector.SyncVectorEnv):
-            env_state = pickle.loads(ckpt.env_state)  # our own checkpoint file, verified by its manifest
-            self.envs.envs = env_state["envs"]
-            if env_state["autoreset_envs"] is not None:
-                self.envs._autoreset_envs = env_state["autoreset_envs"]
-            c = self.collector
-            c.obs, c._pending_reset = env_state["obs"], env_state["pending_reset"]
-            c._episode_return, c._episode_length = env_state["episode_return"], env_state["episode_length"]
-        else:
+        if ckpt.env_state is not None:
+            snapshot = pickle.loads(ckpt.env_state)  # our own checkpoint file, verified by its manifest
+            restore_envs(self.envs, snapshot["envs"])
+            self.collector.load_state_dict(snapshot["collector"])
+        else:  # envs in other processes: start fresh episodes, so the resume is not bit-exact
             self.collector.reset(seed=self.config.seed + self.iteration)
+            self.collector.policy_version = int(trainer_state["policy_version"])

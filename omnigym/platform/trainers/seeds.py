@@ -18,8 +18,11 @@ AGGREGATE_FILE = "aggregate.json"
 def train_seeds(
     experiment: str, seeds: Sequence[int], overrides: Sequence[str] = (), root: Path | None = None
 ) -> dict[str, Any]:
-    """Train ``experiment`` once per seed under ``root/seed_<s>`` and aggregate the final and the
-    best evaluation returns across seeds; writes ``root/aggregate.json``."""
+    """Train ``experiment`` once per seed and aggregate the evaluation returns across seeds.
+
+    Runs go to ``root/seed_<s>``; the final and the best returns are aggregated into
+    ``root/aggregate.json``.
+    """
     if not seeds:
         raise ValueError("train_seeds needs at least one seed")
     first = load_experiment(experiment, overrides)

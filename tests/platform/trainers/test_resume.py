@@ -28,10 +28,11 @@ class KilledError(Exception):
     pass
 
 
-@pytest.mark.parametrize("env", ["cartpole", "pendulum"])
+@pytest.mark.parametrize("env", ["cartpole", "pendulum", "halfcheetah"])
 def test_resume_reproduces_uninterrupted_run(tmp_path, env, monkeypatch):
+    """Classic control and MuJoCo (whose physics state is snapshotted apart from its pickle)."""
     straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
-    overrides = [*OVERRIDES, f"env={env}", "env.num_envs=8", "algo.num_steps=32"]
+    overrides = [*OVERRIDES, f"env={env}", "env.num_envs=8", "algo.num_steps=32", "env.max_episode_steps=40"]
     OnPolicyTrainer(
         load_experiment("ppo_cartpole", [*overrides, f"run_dir={straight_dir}"]), straight_dir
     ).train()

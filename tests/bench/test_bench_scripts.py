@@ -1,0 +1,28 @@
+"""Benchmarks run and end with one JSON line carrying a ratio (slow: run with -m slow)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from omnigym.platform.cli import BENCH_DIR, list_benchmarks
+
+
+def test_every_benchmark_is_listed():
+    assert "ppo_vs_sb3" in list_benchmarks()
+    assert all((BENCH_DIR / f"{name}.py").is_file() for name in list_benchmarks())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list_benchmarks())
+def test_quick_benchmark_prints_json_with_ratio(name):
+    out = subprocess.run(
+        [sys.executable, str(BENCH_DIR / f"{name}.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    assert figures["ratio"] > 0
