@@ -8,7 +8,8 @@ The value losses are made equal: SB3 uses ``vf_coef * mean((R - V)^2)`` without 
 which is omnigym's ``clip_vloss=False`` with ``vf_coef`` doubled (omnigym keeps CleanRL's 0.5).
 
 Returns at equal steps vary a lot between training seeds (HalfCheetah at 100k steps spans
-hundreds), so the full run trains 3 seeds of each and reports means and per-seed values.
+about -200 to 700 for either library), so the full run trains 5 seeds of each and reports the
+means, their standard errors and the per-seed values.
 
 Last line: one JSON object; ``ratio`` = omnigym steps/s / SB3 steps/s (seed means), the smaller of
 the envs.
@@ -160,7 +161,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps (under a minute)")
     parser.add_argument("--seed", type=int, default=1, help="first seed")
-    parser.add_argument("--seeds", type=int, help="number of seeds (default: 3, or 1 with --quick)")
+    parser.add_argument("--seeds", type=int, help="number of seeds (default: 5, or 1 with --quick)")
     parser.add_argument("--worker", choices=["sb3", "omnigym"], help=argparse.SUPPRESS)
     parser.add_argument("--env", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -172,7 +173,7 @@ def main() -> None:
         print(json.dumps(train(args.env, setup, steps, args.seed)))
         return
 
-    seeds = list(range(args.seed, args.seed + (args.seeds or (1 if args.quick else 3))))
+    seeds = list(range(args.seed, args.seed + (args.seeds or (1 if args.quick else 5))))
     figures: dict[str, Any] = {"bench": "ppo_vs_sb3", "quick": args.quick, "seeds": seeds}
     ratios = []
     for env_id in SETUPS:
@@ -184,7 +185,8 @@ def main() -> None:
         print(
             f"{env_id} ({len(seeds)} seed(s), {ours['steps']} steps): steps/s omnigym {ours['sps']:.0f} "
             f"vs SB3 {sb3['sps']:.0f} (x{ratio:.2f}); eval return omnigym {ours['eval_return']:.1f} "
-            f"(seeds {ours['eval_returns']}) vs SB3 {sb3['eval_return']:.1f} (seeds {sb3['eval_returns']}); "
+            f"+- {ours['eval_return_se']:.1f} (seeds {ours['eval_returns']}) vs SB3 {sb3['eval_return']:.1f} "
+            f"+- {sb3['eval_return_se']:.1f} (seeds {sb3['eval_returns']}); "
             f"train return, last 10 episodes: omnigym {ours['train_return_last10']:.1f} vs SB3 "
             f"{sb3['train_return_last10']:.1f}",
             flush=True,
@@ -197,10 +199,13 @@ def main() -> None:
 def summarize_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Means over seeds: steps/s, evaluation and training returns."""
     mean = lambda key: sum(r[key] for r in runs) / len(runs)  # noqa: E731
+    evals = [r["eval_return"] for r in runs]
+    spread = (sum((x - mean("eval_return")) ** 2 for x in evals) / max(1, len(evals) - 1)) ** 0.5
     return {
         "steps": runs[0]["steps"],
         "sps": mean("sps"),
         "eval_return": mean("eval_return"),
+        "eval_return_se": spread / len(evals) ** 0.5,  # standard error of the mean over seeds
         "eval_returns": [round(r["eval_return"], 1) for r in runs],
         "train_return_last10": mean("train_return_last10"),
     }
