@@ -240,7 +240,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``omnigym`` command."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # Overrides may also follow options (`train exp --seeds 1,2 key=value`): argparse leaves them over.
+    if extra and hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
+        args.overrides = [*args.overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args) or 0)
     except (ConfigError, FileNotFoundError, ValueError, KeyError) as exc:

@@ -188,7 +188,10 @@ class OnPolicyBatch:
     def minibatches(
         self, num_minibatches: int, generator: torch.Generator | None = None
     ) -> Iterator[OnPolicyBatch]:
-        """Shuffled minibatches that together cover the batch once."""
+        """Shuffled minibatches that together cover the batch once (the batch itself for one)."""
+        if num_minibatches == 1:
+            yield self
+            return
         perm = torch.randperm(len(self), generator=generator)
         for chunk in perm.chunk(num_minibatches):
             yield self.index(chunk)

@@ -190,8 +190,9 @@ class PPO(Algorithm):
         if advantages.dim() == 1:
             advantages = advantages.unsqueeze(-1)  # every part of an action shares its advantage
         # L_clip = max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps))
-        pg_loss1 = -advantages * ratio
-        pg_loss2 = -advantages * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
+        neg_advantages = -advantages
+        pg_loss1 = neg_advantages * ratio
+        pg_loss2 = neg_advantages * ratio.clamp(1.0 - cfg.clip_coef, 1.0 + cfg.clip_coef)
         pg_loss = masked_mean(torch.max(pg_loss1, pg_loss2), mask)
 
         new_values = self.value(batch.obs)
@@ -204,11 +205,14 @@ class PPO(Algorithm):
             v_loss = 0.5 * ((new_values - batch.returns) ** 2).mean()
 
         entropy = masked_mean(evaluation.entropy, mask)
-        loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
+        loss = pg_loss + cfg.vf_coef * v_loss
+        if cfg.ent_coef:  # no entropy term in the graph when it has no weight (a cheaper backward)
+            loss = loss - cfg.ent_coef * entropy
 
         with torch.no_grad():
-            approx_kl = masked_mean((ratio - 1.0) - logratio, mask)  # k3 estimator
-            clipfrac = masked_mean(((ratio - 1.0).abs() > cfg.clip_coef).float(), mask)
+            ratio_minus_one = ratio - 1.0
+            approx_kl = masked_mean(ratio_minus_one - logratio, mask)  # k3 estimator
+            clipfrac = masked_mean((ratio_minus_one.abs() > cfg.clip_coef).float(), mask)
         metrics = {
             "train/loss_policy": pg_loss.detach(),
             "train/loss_value": v_loss.detach(),
@@ -260,7 +264,8 @@ class PPO(Algorithm):
         self.optimizer.load_state_dict(state["optimizer"])
         if self.return_rms is not None and state.get("return_rms") is not None:
             self.return_rms.load_state_dict(state["return_rms"])
-        self._discounted_return = state.get("discounted_return")
+        discounted = state.get("discounted_return")
+        self._discounted_return = discounted.to(self.device) if discounted is not None else None
 
 
 def explained_variance(values: Tensor, returns: Tensor) -> float:
