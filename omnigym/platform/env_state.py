@@ -23,6 +23,7 @@ def snapshot_envs(envs: gym.vector.VectorEnv) -> bytes | None:
 
     None when the envs live in other processes or cannot be pickled.
     """
+    envs = envs.unwrapped  # past vector wrappers such as VectorObservationDict
     if not isinstance(envs, gym.vector.SyncVectorEnv):
         return None
     physics: list[np.ndarray | None] = []
@@ -48,6 +49,7 @@ def snapshot_envs(envs: gym.vector.VectorEnv) -> bytes | None:
 
 def restore_envs(envs: gym.vector.VectorEnv, blob: bytes) -> None:
     """Put a :func:`snapshot_envs` snapshot back into ``envs`` (built from the same config)."""
+    envs = envs.unwrapped
     if not isinstance(envs, gym.vector.SyncVectorEnv):
         raise TypeError(f"env snapshots restore into a SyncVectorEnv, not a {type(envs).__name__}")
     state = pickle.loads(blob)  # our own checkpoint file, verified by its manifest

@@ -12,7 +12,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from omnigym.envs.wrappers import as_omnigym_env
+from omnigym.envs.wrappers import VectorObservationDict, as_omnigym_env
 
 AutoresetName = Literal["same_step", "next_step", "disabled"]
 AUTORESET_MODES: dict[str, AutoresetMode] = {
@@ -59,21 +59,40 @@ def make_env(
     return as_omnigym_env(gym.make(env_id, **make_kwargs))
 
 
-def make_vec_env(config: EnvConfig, *, render_mode: str | None = None) -> gym.vector.VectorEnv:
-    """The vector env a config describes. The only place an autoreset mode is chosen."""
+def make_vec_env(
+    config: EnvConfig, *, render_mode: str | None = None, copy_observations: bool = True
+) -> gym.vector.VectorEnv:
+    """The vector env a config describes. The only place an autoreset mode is chosen.
+
+    Args:
+        config: which env and how many copies.
+        render_mode: passed to every copy.
+        copy_observations: return fresh observation arrays from every step. False reuses one
+            buffer, overwritten by the next step: cheaper, for callers that copy what they keep
+            (the rollout collector does).
+    """
     if config.num_envs < 1:
         raise ValueError(f"env.num_envs must be >= 1, got {config.num_envs}")
+    set_headless_rendering()
+    import omnigym.envs  # noqa: F401  (registers the omnigym ids)
 
-    def factory() -> gym.Env:
-        return make_env(
-            config.id, render_mode=render_mode, max_episode_steps=config.max_episode_steps, **config.kwargs
-        )
-
-    fns = [factory] * config.num_envs
+    kwargs = dict(config.kwargs)
+    if config.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = config.max_episode_steps
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    fns = [lambda: gym.make(config.id, **kwargs)] * config.num_envs
     mode = AUTORESET_MODES[config.autoreset_mode]
-    if config.vectorization == "async":
-        return gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
-    return gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+    vector_cls = gym.vector.AsyncVectorEnv if config.vectorization == "async" else gym.vector.SyncVectorEnv
+    envs = vector_cls(fns, autoreset_mode=mode, copy=copy_observations)
+    if isinstance(envs.single_observation_space, spaces.Dict):
+        return envs
+    if isinstance(envs.single_observation_space, spaces.Box):
+        return VectorObservationDict(envs)  # one wrap per step rather than one per sub-env
+    envs.close()
+    raise TypeError(
+        f"omnigym needs Dict or Box observations; {config.id} has {envs.single_observation_space}"
+    )
 
 
 def autoreset_mode(envs: gym.vector.VectorEnv) -> AutoresetMode:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from gymnasium import spaces
 from torch import Tensor, nn
 
@@ -31,7 +32,7 @@ class GaussianHead(nn.Module):
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Mean ``[B, A]`` and log-std ``[A]``."""
-        return self.mean(x), self.log_std
+        return F.linear(x, self.mean.weight, self.mean.bias), self.log_std
 
     @staticmethod
     def sample(params: tuple[Tensor, Tensor], deterministic: bool = False) -> Tensor:
@@ -80,7 +81,7 @@ class CategoricalHead(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """Normalised log-probabilities ``[B, n]``."""
-        return torch.log_softmax(self.logits(x), dim=-1)
+        return torch.log_softmax(F.linear(x, self.logits.weight, self.logits.bias), dim=-1)
 
     @staticmethod
     def sample(log_probs: Tensor, deterministic: bool = False) -> Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
 
@@ -18,7 +19,12 @@ from omnigym.platform.types import OBS_STATE, Evaluation, Obs, PolicyStep
 from omnigym.policies.base import Policy, PolicyConfig
 from omnigym.policies.distributions import CategoricalHead, GaussianHead, make_action_head
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"tanh": nn.Tanh, "relu": nn.ReLU, "elu": nn.ELU, "gelu": nn.GELU}
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
+    "tanh": torch.tanh,
+    "relu": F.relu,
+    "elu": F.elu,
+    "gelu": F.gelu,
+}
 
 
 @dataclass
@@ -61,7 +67,7 @@ class MLP(nn.Module):
         super().__init__()
         widths = (in_dim, *sizes)
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
-        self.activation = ACTIVATIONS[activation]()
+        self.activation = ACTIVATIONS[activation]
         self.activate_last = activate_last
         self.out_dim = widths[-1]
 

@@ -84,7 +84,7 @@ class OnPolicyTrainer:
         self.run_dir = Path(run_dir)
         self.device = setup_runtime(config.runtime)
         seed_everything(config.seed)
-        self.envs = make_vec_env(config.env)
+        self.envs = make_vec_env(config.env, copy_observations=False)  # the collector copies
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
         self.policy: Policy = POLICIES.get(config.policy.type)(config.policy, obs_space, act_space).to(
             self.device
