@@ -131,11 +131,11 @@ def train_omnigym(env_id: str, setup: dict[str, Any], steps: int, seed: int) -> 
     returns: list[float] = []
     start = time.perf_counter()
     while trainer.iteration < trainer.num_iterations:
-        metrics = trainer._iterate()
+        metrics = trainer.train_iteration()
         if "rollout/episode_return" in metrics:
             returns.append(metrics["rollout/episode_return"])
     seconds = time.perf_counter() - start
-    eval_return = trainer._evaluate()["eval/return_mean"]
+    eval_return = trainer.evaluate()["eval/return_mean"]
     trainer.envs.close()
     return {
         "steps": trainer.global_step,

@@ -48,15 +48,20 @@ def make_env(
     **kwargs: Any,
 ) -> gym.Env:
     """One env with a ``Dict`` observation space (plain boxes become ``{"state"}``/``{"image"}``)."""
+    return as_omnigym_env(gym.make(env_id, **_gym_make_kwargs(render_mode, max_episode_steps, kwargs)))
+
+
+def _gym_make_kwargs(render_mode: str | None, max_episode_steps: int | None, kwargs: dict) -> dict:
+    """``gym.make`` keyword arguments; prepares headless rendering and the omnigym ids first."""
     set_headless_rendering()
     import omnigym.envs  # noqa: F401  (registers the omnigym ids)
 
     make_kwargs = dict(kwargs)
     if max_episode_steps is not None:
         make_kwargs["max_episode_steps"] = max_episode_steps
-    if render_mode is not None:
+    if render_mode is not None:  # only when set: not every env accepts render_mode
         make_kwargs["render_mode"] = render_mode
-    return as_omnigym_env(gym.make(env_id, **make_kwargs))
+    return make_kwargs
 
 
 def make_vec_env(
@@ -73,14 +78,7 @@ def make_vec_env(
     """
     if config.num_envs < 1:
         raise ValueError(f"env.num_envs must be >= 1, got {config.num_envs}")
-    set_headless_rendering()
-    import omnigym.envs  # noqa: F401  (registers the omnigym ids)
-
-    kwargs = dict(config.kwargs)
-    if config.max_episode_steps is not None:
-        kwargs["max_episode_steps"] = config.max_episode_steps
-    if render_mode is not None:
-        kwargs["render_mode"] = render_mode
+    kwargs = _gym_make_kwargs(render_mode, config.max_episode_steps, config.kwargs)
     fns = [lambda: gym.make(config.id, **kwargs)] * config.num_envs
     mode = AUTORESET_MODES[config.autoreset_mode]
     vector_cls = gym.vector.AsyncVectorEnv if config.vectorization == "async" else gym.vector.SyncVectorEnv

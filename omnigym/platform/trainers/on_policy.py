@@ -125,10 +125,10 @@ class OnPolicyTrainer:
         )
         try:
             while self.iteration < self.num_iterations:
-                metrics = self._iterate()
+                metrics = self.train_iteration()
                 last = self.iteration == self.num_iterations
                 if last or self._due(cfg.eval.every_steps):
-                    metrics.update(self._evaluate(video=last and cfg.eval.video))
+                    metrics.update(self.evaluate(video=last and cfg.eval.video))
                 logger.log(self.global_step, metrics)
                 if last or self._due(cfg.checkpoint.every_steps):
                     self.save_checkpoint()
@@ -147,8 +147,8 @@ class OnPolicyTrainer:
             return False
         return self.global_step // every_steps > (self.global_step - self.steps_per_iteration) // every_steps
 
-    def _iterate(self) -> dict[str, float]:
-        """One collect -> process -> update iteration."""
+    def train_iteration(self) -> dict[str, float]:
+        """One collect -> process -> update iteration; returns its metrics (no logging)."""
         self.algorithm.set_progress(self.iteration / self.num_iterations)
         start = time.perf_counter()
         self.policy.eval()
@@ -167,8 +167,11 @@ class OnPolicyTrainer:
         metrics["time/update_s"] = done - collected
         return metrics
 
-    def _evaluate(self, video: bool = False) -> dict[str, float]:
-        """Evaluate on fresh envs with fixed seeds; tracks the best result and saves its policy."""
+    def evaluate(self, video: bool = False) -> dict[str, float]:
+        """Evaluate on fresh envs with fixed seeds; tracks the best result and saves its policy.
+
+        Returns the summary as ``eval/...`` metrics.
+        """
         cfg = self.config
         self.policy.eval()
         result = evaluate_policy(

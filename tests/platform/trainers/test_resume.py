@@ -40,14 +40,14 @@ def test_resume_reproduces_uninterrupted_run(tmp_path, env, monkeypatch):
     # Same run, killed after the iteration that follows the second checkpoint (step 2048 + 256).
     config = load_experiment("ppo_cartpole", [*overrides, f"run_dir={resumed_dir}"])
     trainer = OnPolicyTrainer(config, resumed_dir)
-    original_iterate = trainer._iterate
+    original_train_iteration = trainer.train_iteration
 
     def iterate_then_die():
         if trainer.global_step == 2304:
             raise KilledError
-        return original_iterate()
+        return original_train_iteration()
 
-    monkeypatch.setattr(trainer, "_iterate", iterate_then_die)
+    monkeypatch.setattr(trainer, "train_iteration", iterate_then_die)
     with pytest.raises(KilledError):
         trainer.train()
     assert latest_checkpoint(resumed_dir).name == "step_0000002048"
