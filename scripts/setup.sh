@@ -14,6 +14,6 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
     # No CUDA here: take the CPU build (an unpinned torch would pull a multi-GB CUDA build).
     "$venv/bin/python" -m pip install -q "torch==2.13.0"
   fi
-  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,bench,dev]"
+  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,driving,offline,bench,dev]"
   touch "$stamp"
 fi

@@ -8,7 +8,26 @@ from __future__ import annotations
 import gymnasium as gym
 
 # (id, entry point, kwargs for gym.register). Env families add their lines here.
-_OMNIGYM_ENVS: list[tuple[str, str, dict]] = []
+_DRIVING = "omnigym.envs.driving.env:DrivingEnv"
+_DRIVING_VECTOR = "omnigym.envs.driving.env:DrivingVectorEnv"
+
+
+def _driving(**kwargs: object) -> dict:
+    return {"kwargs": kwargs, "vector_entry_point": _DRIVING_VECTOR}
+
+
+_OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
+    # driving pseudo-simulator (docs/envs/driving.md): direct control / NAVSIM-style plans
+    ("omnigym/Driving-v0", _DRIVING, _driving(action_mode="control")),
+    ("omnigym/DrivingPlan-v0", _DRIVING, _driving(action_mode="plan")),
+    ("omnigym/DrivingReactive-v0", _DRIVING, _driving(action_mode="control", traffic="idm")),
+    ("omnigym/DrivingPlanReactive-v0", _DRIVING, _driving(action_mode="plan", traffic="idm")),
+    (
+        "omnigym/DrivingVLM-v0",
+        _DRIVING,
+        _driving(action_mode="plan", obs_keys=("state", "image", "text"), image_size=128),
+    ),
+]
 
 
 def register_envs() -> None:

@@ -69,7 +69,7 @@ def _print_result(final_eval: dict[str, float], best_eval: dict[str, float] | No
         print(format_summary(best_eval))
 
 
-def resolve_policy(spec: str, env_id: str) -> Policy:
+def resolve_policy(spec: str, env_id: str, env_kwargs: dict | None = None) -> Policy:
     """A policy from a registered name, a saved policy dir, a checkpoint dir or a run dir."""
     from omnigym.platform.checkpoint import latest_checkpoint
     from omnigym.platform.registry import POLICIES
@@ -89,7 +89,7 @@ def resolve_policy(spec: str, env_id: str) -> Policy:
     if "/" in spec or spec.startswith("."):
         raise FileNotFoundError(f"--policy {spec}: no such file or directory (nor a registered policy name)")
     policy_cls = POLICIES.get(spec)
-    env = make_env(env_id)
+    env = make_env(env_id, **{**policy_cls.env_kwargs, **(env_kwargs or {})})
     try:
         return policy_cls(policy_cls.config_class(), env.observation_space, env.action_space)
     finally:
@@ -106,11 +106,26 @@ def _run_env_settings(path: Path, env_id: str) -> tuple[dict | None, int | None]
     return (env.kwargs, env.max_episode_steps) if env.id == env_id else (None, None)
 
 
+def _json_kwargs(text: str | None) -> dict:
+    """``--env-kwargs`` parsed: a JSON object."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f'--env-kwargs must be a JSON object, e.g. \'{{"split": "test"}}\': {exc}') from exc
+    if not isinstance(value, dict):
+        raise SystemExit(f"--env-kwargs must be a JSON object, got {type(value).__name__}")
+    return value
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from omnigym.platform.evaluate import evaluate_policy, format_summary
 
-    policy = resolve_policy(args.policy, args.env)
+    cli_kwargs = _json_kwargs(args.env_kwargs)
+    policy = resolve_policy(args.policy, args.env, cli_kwargs)
     env_kwargs, max_episode_steps = _run_env_settings(Path(args.policy), args.env)
+    env_kwargs = {**(env_kwargs or {}), **cli_kwargs}
     video_path = None
     if args.video:
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -129,6 +144,22 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         print(format_summary(summary))
         if result.video_path:
             print(f"video: {result.video_path}")
+    return 0
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from omnigym.platform.datasets import collect_dataset
+
+    env_kwargs = _json_kwargs(args.env_kwargs)
+    policy = resolve_policy(args.policy, args.env, env_kwargs)
+    summary = collect_dataset(
+        policy, args.env, args.dataset_id, episodes=args.episodes, seed=args.seed, env_kwargs=env_kwargs,
+        deterministic=not args.stochastic,
+    )  # fmt: skip
+    print(
+        f"wrote Minari dataset {summary.dataset_id}: {summary.episodes} episodes, {summary.steps} steps, "
+        f"mean return {summary.mean_return:.3f} ({summary.path})"
+    )
     return 0
 
 
@@ -215,10 +246,23 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     evaluate.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
     evaluate.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
+    evaluate.add_argument(
+        "--env-kwargs", default=None, help='JSON keyword arguments for the env, e.g. \'{"split": "test"}\''
+    )
     evaluate.add_argument("--video", action="store_true", help="record the first episode as MP4")
     evaluate.add_argument("--video-dir", default="videos", help="where --video writes (default videos/)")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.set_defaults(func=_cmd_eval)
+
+    collect = sub.add_parser("collect", help="record a policy's episodes as a Minari dataset")
+    collect.add_argument("--policy", required=True, help="registered policy name, saved policy or run dir")
+    collect.add_argument("--env", required=True, help="Gymnasium env id")
+    collect.add_argument("--dataset-id", required=True, help="Minari dataset id, e.g. omnigym/driving-pdm-v0")
+    collect.add_argument("--episodes", type=int, default=10, help="episodes to record (default 10)")
+    collect.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
+    collect.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
+    collect.add_argument("--env-kwargs", default=None, help="JSON keyword arguments for the env")
+    collect.set_defaults(func=_cmd_collect)
 
     listing = sub.add_parser(
         "list", help="list envs, policies, algorithms, world models, experiments, benchmarks"

@@ -339,7 +339,11 @@ def evaluate_policy(
         seed=seed,
         num_slots=min(num_envs, episodes),
         video_episodes=min(video_episodes, episodes) if video_path is not None else 0,
-        make_kwargs={**(env_kwargs or {}), "max_episode_steps": max_episode_steps},
+        make_kwargs={
+            **getattr(policy, "env_kwargs", {}),
+            **(env_kwargs or {}),
+            "max_episode_steps": max_episode_steps,
+        },
     )
     module = policy if isinstance(policy, torch.nn.Module) else None
     was_training = module is not None and module.training

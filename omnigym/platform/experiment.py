@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from omnigym.platform.algorithms.base import AlgorithmConfig
 from omnigym.platform.config import ConfigError, build_dataclass, compose, list_options
@@ -34,6 +34,8 @@ class EvalConfig:
     """Episodes run side by side."""
     video: bool = False
     """Record an MP4 of one episode at the final evaluation."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Env keyword arguments that differ for evaluation (e.g. a held-out scene split)."""
 
 
 @dataclass

@@ -30,8 +30,9 @@ class EnvConfig:
     """A Gymnasium id (``omnigym/...`` for omnigym's envs)."""
     num_envs: int = 8
     """Parallel copies of the env."""
-    vectorization: Literal["sync", "async"] = "sync"
-    """``sync``: all copies in this process (fastest for cheap envs); ``async``: one process each."""
+    vectorization: Literal["sync", "async", "vector"] = "sync"
+    """``sync``: all copies in this process (fastest for cheap envs); ``async``: one process each;
+    ``vector``: the env's own batched implementation (its ``vector_entry_point``)."""
     autoreset_mode: AutoresetName = "same_step"
     """Gymnasium's autoreset mode. Collection handles all three; same_step wastes no steps."""
     max_episode_steps: int | None = None
@@ -79,10 +80,21 @@ def make_vec_env(
     if config.num_envs < 1:
         raise ValueError(f"env.num_envs must be >= 1, got {config.num_envs}")
     kwargs = _gym_make_kwargs(render_mode, config.max_episode_steps, config.kwargs)
-    fns = [lambda: gym.make(config.id, **kwargs)] * config.num_envs
     mode = AUTORESET_MODES[config.autoreset_mode]
-    vector_cls = gym.vector.AsyncVectorEnv if config.vectorization == "async" else gym.vector.SyncVectorEnv
-    envs = vector_cls(fns, autoreset_mode=mode, copy=copy_observations)
+    if config.vectorization == "vector":
+        envs = gym.make_vec(
+            config.id,
+            num_envs=config.num_envs,
+            vectorization_mode="vector_entry_point",
+            autoreset_mode=mode,
+            **kwargs,
+        )
+    else:
+        fns = [lambda: gym.make(config.id, **kwargs)] * config.num_envs
+        vector_cls = (
+            gym.vector.AsyncVectorEnv if config.vectorization == "async" else gym.vector.SyncVectorEnv
+        )
+        envs = vector_cls(fns, autoreset_mode=mode, copy=copy_observations)
     if isinstance(envs.single_observation_space, spaces.Dict):
         return envs
     if isinstance(envs.single_observation_space, spaces.Box):

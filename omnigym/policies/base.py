@@ -45,6 +45,9 @@ class Policy(nn.Module):
     name: ClassVar[str] = ""
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"act"})
+    env_kwargs: ClassVar[dict[str, Any]] = {}
+    """Keyword arguments the env must be made with for this policy (e.g. the privileged
+    observations an expert reads); ``omnigym eval`` and ``evaluate_policy`` apply them."""
 
     def __init__(
         self, config: PolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space

@@ -181,7 +181,7 @@ class OnPolicyTrainer:
             seed=cfg.eval.seed,
             deterministic=cfg.eval.deterministic,
             num_envs=cfg.eval.num_envs,
-            env_kwargs=cfg.env.kwargs,
+            env_kwargs={**cfg.env.kwargs, **cfg.eval.env_kwargs},
             max_episode_steps=cfg.env.max_episode_steps,
             video_path=self.run_dir / "videos" / f"eval_{self.global_step}.mp4" if video else None,
         )

@@ -1,0 +1,1 @@
+"""The driving pseudo-simulator (NAVSIM / PerlAD style) with the PDM score: docs/envs/driving.md."""

@@ -1,0 +1,194 @@
+"""Ride comfort from ego poses: NAVSIM's six nuPlan bounds (C, HC) and two-frame extended comfort (EC).
+
+Follows ``pdm_comfort_metrics.py`` in autonomousvision/navsim. NAVSIM reads velocities and
+accelerations from its simulated ego states; omnigym scores pose sequences, so accelerations come
+from second differences of the positions, rotated into the ego frame, and then go through NAVSIM's
+Savitzky-Golay chain. Two consequences (see ``docs/envs/driving.md``):
+
+- the lateral acceleration is the real one (v^2 * curvature); NAVSIM's kinematic bicycle model
+  reports zero lateral acceleration for simulated plans, so there the lateral bound never fires;
+- a step change of acceleration shows up one sample late (a second difference is centred).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.signal import savgol_filter
+
+from omnigym.envs.driving.scene import DT
+
+# nuPlan's comfort bounds (pdm_comfort_metrics.py); a value must lie strictly inside
+MIN_LON_ACCEL = -4.05  # m/s^2
+MAX_LON_ACCEL = 2.40  # m/s^2
+MAX_ABS_LAT_ACCEL = 4.89  # m/s^2
+MAX_ABS_JERK = 8.37  # m/s^3, of the acceleration magnitude
+MAX_ABS_LON_JERK = 4.13  # m/s^3
+MAX_ABS_YAW_ACCEL = 1.93  # rad/s^2
+MAX_ABS_YAW_RATE = 0.95  # rad/s
+
+# Savitzky-Golay windows (samples) and polynomial orders
+ACCEL_WINDOW = 8  # smoothing of the accelerations (even, as NAVSIM's default)
+DERIV_WINDOW = 15  # jerk, yaw rate and yaw acceleration
+POLY_ORDER = 2
+YAW_ACCEL_POLY_ORDER = 3
+
+# two-frame extended comfort: largest RMS difference between consecutive plans
+EC_MAX_ACCEL = 0.7  # m/s^2
+EC_MAX_JERK = 0.5  # m/s^3
+EC_MAX_YAW_RATE = 0.1  # rad/s
+EC_MAX_YAW_ACCEL = 0.1  # rad/s^2
+
+
+@dataclass
+class Kinematics:
+    """Smoothed motion signals of pose sequences, each ``[B, T]``."""
+
+    lon_accel: np.ndarray  # m/s^2 along the heading
+    lat_accel: np.ndarray  # m/s^2 to the left
+    accel: np.ndarray  # m/s^2, magnitude
+    jerk: np.ndarray  # m/s^3, time derivative of the magnitude
+    lon_jerk: np.ndarray  # m/s^3
+    yaw_rate: np.ndarray  # rad/s
+    yaw_accel: np.ndarray  # rad/s^2
+
+
+def savgol(y: np.ndarray, window: int, polyorder: int, deriv: int = 0, dt: float = DT) -> np.ndarray:
+    """Savitzky-Golay smoothing or derivative along the last axis, for any sequence length.
+
+    ``scipy.signal.savgol_filter`` (``mode="interp"``), applied as a cached ``[T, T]`` matrix: the
+    filter is linear, and a matrix product is far cheaper than refitting every call. A window
+    longer than the sequence is clipped to its length, minus one if that is even (so a clipped
+    window is odd); the order drops below the window if needed. A sequence too short to show the
+    ``deriv``-th derivative (fewer than ``deriv + 1`` samples) reads as zero.
+
+    Args:
+        y: ``[..., T]`` samples every ``dt`` seconds.
+        window: nominal window length in samples.
+        polyorder: nominal polynomial order.
+        deriv: derivative order (0 smooths).
+        dt: sample spacing in seconds.
+
+    Returns:
+        ``[..., T]``.
+    """
+    return np.asarray(y, dtype=np.float64) @ _savgol_matrix(y.shape[-1], window, polyorder, deriv, dt)
+
+
+@functools.lru_cache(maxsize=256)
+def _savgol_matrix(length: int, window: int, polyorder: int, deriv: int, dt: float) -> np.ndarray:
+    """``M [T, T]`` with ``savgol_filter(y) == y @ M`` (row j: the response to a unit sample at j)."""
+    if window > length:
+        window = length - (1 - length % 2)
+    polyorder = min(polyorder, window - 1)
+    if polyorder < deriv or window < 1:
+        return np.zeros((length, length))
+    matrix = savgol_filter(np.eye(length), window, polyorder, deriv=deriv, delta=dt, axis=-1, mode="interp")
+    matrix.flags.writeable = False
+    return matrix
+
+
+def _raw_acceleration(poses: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
+    """Longitudinal and lateral acceleration ``[B, T]`` from second differences of positions."""
+    xy = np.asarray(poses[..., :2], dtype=np.float64)
+    acc = np.zeros_like(xy)
+    if xy.shape[1] >= 3:
+        # a(t) = (p(t+1) - 2 p(t) + p(t-1)) / dt^2, extended linearly to the ends (exact up to cubics)
+        acc[:, 1:-1] = (xy[:, 2:] - 2 * xy[:, 1:-1] + xy[:, :-2]) / dt**2
+        if xy.shape[1] >= 4:
+            acc[:, 0], acc[:, -1] = 2 * acc[:, 1] - acc[:, 2], 2 * acc[:, -2] - acc[:, -3]
+        else:
+            acc[:, 0], acc[:, -1] = acc[:, 1], acc[:, 1]
+    cos, sin = np.cos(poses[..., 2]), np.sin(poses[..., 2])
+    lon = acc[..., 0] * cos + acc[..., 1] * sin
+    lat = -acc[..., 0] * sin + acc[..., 1] * cos
+    return lon, lat
+
+
+def kinematics(poses: np.ndarray, dt: float = DT, yaw_accel_order: int = YAW_ACCEL_POLY_ORDER) -> Kinematics:
+    """The smoothed signals NAVSIM bounds, from poses.
+
+    Args:
+        poses: ``[B, T, 3]`` x, y, heading every ``dt`` seconds.
+        dt: sample spacing in seconds.
+        yaw_accel_order: polynomial order of the yaw acceleration fit (NAVSIM: 3 for C, 2 for EC).
+
+    Returns:
+        :class:`Kinematics` of ``[B, T]`` arrays.
+    """
+    raw_lon, raw_lat = _raw_acceleration(poses, dt)
+    # _extract_ego_acceleration: accelerations smoothed, the magnitude smoothed on its own
+    lon = savgol(raw_lon, ACCEL_WINDOW, POLY_ORDER, dt=dt)
+    lat = savgol(raw_lat, ACCEL_WINDOW, POLY_ORDER, dt=dt)
+    accel = savgol(np.hypot(raw_lon, raw_lat), ACCEL_WINDOW, POLY_ORDER, dt=dt)
+    # _extract_ego_jerk: first derivative of the smoothed acceleration
+    jerk = savgol(accel, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
+    lon_jerk = savgol(lon, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
+    # _extract_ego_yaw_rate: derivatives of the unwrapped heading
+    heading = np.unwrap(np.asarray(poses[..., 2], dtype=np.float64), axis=-1)
+    yaw_rate = savgol(heading, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
+    yaw_accel = savgol(heading, DERIV_WINDOW, yaw_accel_order, deriv=2, dt=dt)
+    return Kinematics(lon, lat, accel, jerk, lon_jerk, yaw_rate, yaw_accel)
+
+
+def comfort_violations(poses: np.ndarray, dt: float = DT) -> np.ndarray:
+    """Steps where any of the six comfort bounds is broken.
+
+    Args:
+        poses: ``[B, T, 3]`` x, y, heading every ``dt`` seconds.
+        dt: sample spacing in seconds.
+
+    Returns:
+        ``[B, T]`` bool, True where uncomfortable.
+    """
+    k = kinematics(poses, dt)
+    # ego_is_comfortable: every signal strictly inside its bounds
+    inside = (k.lon_accel > MIN_LON_ACCEL) & (k.lon_accel < MAX_LON_ACCEL)
+    inside &= np.abs(k.lat_accel) < MAX_ABS_LAT_ACCEL
+    inside &= np.abs(k.jerk) < MAX_ABS_JERK
+    inside &= np.abs(k.lon_jerk) < MAX_ABS_LON_JERK
+    inside &= np.abs(k.yaw_accel) < MAX_ABS_YAW_ACCEL
+    inside &= np.abs(k.yaw_rate) < MAX_ABS_YAW_RATE
+    return ~inside
+
+
+def is_comfortable(poses: np.ndarray, dt: float = DT) -> np.ndarray:
+    """NAVSIM's comfort C: ``[B]`` bool, all six bounds hold at every step of ``poses [B, T, 3]``."""
+    return np.asarray(~comfort_violations(poses, dt).any(axis=-1))
+
+
+def _rms(x: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.mean(x**2, axis=-1))
+
+
+def two_frame_extended_comfort(
+    plan_a: np.ndarray, plan_b: np.ndarray, offset_steps: int, dt: float = DT
+) -> np.ndarray:
+    """EC: whether two consecutive plans agree on their dynamics where they overlap.
+
+    ``ego_is_two_frame_extended_comfort``: on the common time span, the RMS differences of
+    acceleration magnitude, jerk, yaw rate and yaw acceleration must not exceed 0.7, 0.5, 0.1
+    and 0.1. NAVSIM compares frames 0.5 s apart (``offset_steps = 5`` at 10 Hz).
+
+    Args:
+        plan_a: ``[B, T, 3]`` the earlier plan, world frame.
+        plan_b: ``[B, T, 3]`` the later plan, starting ``offset_steps`` samples after ``plan_a``.
+        offset_steps: samples between the two plans' starts, ``0 < offset_steps < T``.
+        dt: sample spacing in seconds.
+
+    Returns:
+        ``[B]`` float, 1.0 where the plans are consistent, else 0.0.
+    """
+    overlap = plan_a.shape[1] - offset_steps
+    if offset_steps <= 0 or overlap <= 0:
+        raise ValueError(f"offset_steps must be in 1..{plan_a.shape[1] - 1}, got {offset_steps}")
+    # EC fits the yaw acceleration with order 2 (extract_features)
+    a = kinematics(plan_a[:, offset_steps:], dt, yaw_accel_order=POLY_ORDER)
+    b = kinematics(plan_b[:, :overlap], dt, yaw_accel_order=POLY_ORDER)
+    ok = _rms(a.accel - b.accel) <= EC_MAX_ACCEL
+    ok &= _rms(a.jerk - b.jerk) <= EC_MAX_JERK
+    ok &= _rms(a.yaw_rate - b.yaw_rate) <= EC_MAX_YAW_RATE
+    ok &= _rms(a.yaw_accel - b.yaw_accel) <= EC_MAX_YAW_ACCEL
+    return ok.astype(np.float64)

@@ -1,0 +1,113 @@
+"""Settings of the driving pseudo-simulator (the keyword arguments of its Gymnasium ids)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from omnigym.envs.driving.observations import VECTOR_KEYS, ObservationConfig
+from omnigym.envs.driving.scenes import SceneConfig
+
+SPLITS = ("train", "val", "test")
+PRIVILEGED = ("pdm_closed", "log_replay")
+
+
+@dataclass
+class DrivingConfig:
+    """How the driving env runs. Every field is a ``gym.make`` keyword argument."""
+
+    action_mode: Literal["control", "plan"] = "control"
+    """``control``: (acceleration m/s², steering rate rad/s) per 0.1 s; ``plan``: NAVSIM-style
+    8 poses (x, y, heading; ego frame) at 0.5 s..4 s, tracked for ``replan_every`` steps."""
+    replan_every: int = 5
+    """Plan mode: 0.1 s steps a plan drives before the next (5 = re-plan every 0.5 s, 40 = open loop)."""
+    traffic: Literal["log", "idm"] = "log"
+    """``log``: non-reactive log replay (NAVSIM v1); ``idm``: agents keep their logged paths but
+    brake for the ego and each other with IDM. A learned model plugs in via ``traffic_model``."""
+    traffic_model: Any = None
+    """An object implementing ``agents.TrafficModel`` (overrides ``traffic``); Python use only."""
+    split: Literal["train", "val", "test"] = "train"
+    """Which procedural scenes: disjoint seed ranges (see ``scenes.SPLIT_OFFSETS``)."""
+    num_scenes: int = 1000
+    """Scenes in the split; resets draw among them with the reset seed."""
+    scene_dir: str | None = None
+    """A saved scene set to drive instead of procedural scenes."""
+    cache_dir: str | None = None
+    """Where generated scenes are cached on disk (default: $OMNIGYM_CACHE/driving or
+    ~/.cache/omnigym/driving); the empty string disables the disk cache."""
+    scene: dict[str, Any] = field(default_factory=dict)
+    """Overrides of ``scenes.SceneConfig`` (num_agents, episode_seconds, kinds, ...)."""
+    obs_keys: tuple[str, ...] = VECTOR_KEYS
+    """Observation keys: state, agents, route, lanes, lights, image, text."""
+    num_agents_obs: int = 16
+    num_route_points: int = 20
+    num_lanes_obs: int = 6
+    num_lane_points: int = 10
+    num_lights_obs: int = 4
+    image_size: int = 64
+    """BEV raster side in pixels."""
+    image_meters: float = 64.0
+    """BEV raster side in metres."""
+    reward: Literal["pdms", "epdms"] = "pdms"
+    """Which score the per-step reward follows (see docs/envs/driving.md)."""
+    terminate_on_failure: bool = True
+    """End the episode on an at-fault collision or leaving the drivable area (and running a red
+    light when ``reward="epdms"``): the score's multipliers are zero from then on."""
+    privileged: tuple[str, ...] = ()
+    """Extra observation keys with an expert's action (``pdm_closed``, ``log_replay``), for the
+    expert baselines and dataset export; never give them to a learning policy."""
+    max_agents: int = 128
+    max_lights: int = 32
+    max_lanes: int = 64
+    max_lane_samples: int = 256
+    asset_cache_size: int = 256
+    """Scenes whose rasters and derived data stay in memory."""
+
+    def __post_init__(self) -> None:
+        self.obs_keys = tuple(self.obs_keys)
+        self.privileged = tuple(self.privileged)
+        if self.action_mode not in ("control", "plan"):
+            raise ValueError(f"action_mode must be 'control' or 'plan', got {self.action_mode!r}")
+        if self.traffic not in ("log", "idm"):
+            raise ValueError(f"traffic must be 'log' or 'idm', got {self.traffic!r}")
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
+        if self.reward not in ("pdms", "epdms"):
+            raise ValueError(f"reward must be 'pdms' or 'epdms', got {self.reward!r}")
+        if not 1 <= self.replan_every <= 40:
+            raise ValueError(f"replan_every must be in 1..40 steps, got {self.replan_every}")
+        if self.num_scenes < 1:
+            raise ValueError(f"num_scenes must be >= 1, got {self.num_scenes}")
+        unknown = [p for p in self.privileged if p not in PRIVILEGED]
+        if unknown:
+            raise ValueError(f"privileged keys {unknown} unknown; choose from {PRIVILEGED}")
+        if self.image_size < 8 or self.image_meters <= 0:
+            raise ValueError("image_size must be >= 8 pixels and image_meters > 0")
+        scene_fields = {f.name for f in fields(SceneConfig)}
+        bad = sorted(set(self.scene) - scene_fields)
+        if bad:
+            raise ValueError(f"unknown scene settings {bad}; SceneConfig has {sorted(scene_fields)}")
+        self.observation  # noqa: B018  (validates the observation settings now)
+
+    @property
+    def observation(self) -> ObservationConfig:
+        """The observation settings."""
+        return ObservationConfig(
+            keys=self.obs_keys,
+            num_agents=self.num_agents_obs,
+            num_route_points=self.num_route_points,
+            num_lanes=self.num_lanes_obs,
+            num_lane_points=self.num_lane_points,
+            num_lights=self.num_lights_obs,
+        )
+
+    @property
+    def scene_config(self) -> SceneConfig:
+        """The procedural scene settings."""
+        return SceneConfig(**self.scene)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly settings (the traffic model by class name)."""
+        out = asdict(self)
+        out["traffic_model"] = None if self.traffic_model is None else type(self.traffic_model).__name__
+        return out

@@ -1,0 +1,461 @@
+"""Gymnasium faces of the driving pseudo-simulator: a batched ``VectorEnv`` and a single ``Env``.
+
+``gym.make_vec("omnigym/Driving-v0", num_envs=64, vectorization_mode="vector_entry_point")``
+builds :class:`DrivingVectorEnv`, which steps all scenes as arrays; ``gym.make`` builds
+:class:`DrivingEnv`, the same simulator with one slot. See ``docs/envs/driving.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from omnigym.envs.driving import planner
+from omnigym.envs.driving.config import DrivingConfig
+from omnigym.envs.driving.controller import PLAN_POSES, PlanTracker, TrackerConfig
+from omnigym.envs.driving.observations import (
+    NO_LIGHT_DISTANCE,
+    LaneTracker,
+    agent_features,
+    light_features,
+    route_features,
+    state_features,
+    vector_spaces,
+)
+from omnigym.envs.driving.render import RGB_CONFIG, BevConfig, BevRenderer, prerender_map, render_rgb
+from omnigym.envs.driving.scene import DT, HISTORY_STEPS, LIGHT_RED, LIGHT_YELLOW, Scene
+from omnigym.envs.driving.scenes import SceneSource
+from omnigym.envs.driving.simulator import STEP_COMPONENTS, DrivingSimulator, StepResult
+from omnigym.envs.driving.text import describe, text_space
+
+REWARD_COMPONENTS = "reward_components"
+CONTROL_LOW = np.array([-6.0, -1.0], np.float32)
+CONTROL_HIGH = np.array([3.0, 1.0], np.float32)
+"""Control actions: acceleration (m/s²) and steering rate (rad/s)."""
+PLAN_LOW = np.tile(np.array([-10.0, -40.0, -np.pi], np.float32), (PLAN_POSES, 1))
+PLAN_HIGH = np.tile(np.array([120.0, 40.0, np.pi], np.float32), (PLAN_POSES, 1))
+"""Plan actions: 8 poses (x forward, y left, heading) in the ego frame, metres and radians."""
+
+
+def default_cache_dir() -> str:
+    """Where generated scenes are cached: $OMNIGYM_CACHE/driving or ~/.cache/omnigym/driving."""
+    root = os.environ.get("OMNIGYM_CACHE") or str(Path.home() / ".cache" / "omnigym")
+    return str(Path(root) / "driving")
+
+
+def scene_source(config: DrivingConfig) -> SceneSource:
+    """The scenes a config drives: a saved scene set, or a procedural split."""
+    if config.scene_dir:
+        return SceneSource.from_directory(config.scene_dir)
+    cache = default_cache_dir() if config.cache_dir is None else (config.cache_dir or None)
+    return SceneSource(
+        split=config.split, num_scenes=config.num_scenes, config=config.scene_config, cache_dir=cache
+    )
+
+
+class DrivingVectorEnv(gym.vector.VectorEnv):
+    """``num_envs`` driving scenes stepped together (see the module docstring of ``simulator.py``).
+
+    Reset seeds: ``reset(seed=s)`` starts env ``i`` on scene ``(s + i) mod num_scenes`` and seeds
+    the generator that draws the scenes of its later (auto)resets. ``options={"scene_index": k}``
+    (an int or one per env) picks scenes directly; ``options={"reset_mask": mask}`` resets some envs.
+
+    Info: ``reward_components`` (per-step sub-metrics, see ``STEP_COMPONENTS``) every step; when an
+    episode ends, its ``pdms``, ``epdms``, sub-metric means and ``progress`` (metres on the route).
+    """
+
+    metadata = {  # noqa: RUF012  (gymnasium's instance attribute)
+        "render_modes": ["rgb_array"],
+        "render_fps": 10,
+        "autoreset_mode": AutoresetMode.SAME_STEP,
+    }
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        *,
+        render_mode: str | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        max_episode_steps: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.config = DrivingConfig(**kwargs)
+        self.num_envs = num_envs
+        self.render_mode = render_mode
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
+        self.max_episode_steps = max_episode_steps
+        self.source = scene_source(self.config)
+        keys = self.config.observation.keys
+        self._bev = BevConfig(size=self.config.image_size, meters=self.config.image_meters, channels=3)
+        self._renderer = BevRenderer(self._bev) if "image" in keys else None
+        needs_map_image = self._renderer is not None or render_mode == "rgb_array"
+        self.sim = DrivingSimulator(
+            num_envs, self.config, self.source, self._map_image if needs_map_image else None
+        )
+        self.lanes = LaneTracker(
+            num_envs, self.config.max_lanes, self.config.max_lane_samples, self.config.observation
+        )
+        self.single_observation_space = self._observation_space()
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        if self.config.action_mode == "control":
+            self._action_box = spaces.Box(CONTROL_LOW, CONTROL_HIGH, dtype=np.float32)
+        else:
+            self._action_box = spaces.Box(PLAN_LOW, PLAN_HIGH, dtype=np.float32)
+        self.single_action_space = self._action_box
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._rngs = [np.random.default_rng() for _ in range(num_envs)]
+        self._needs_reset = np.zeros(num_envs, bool)
+        if max_episode_steps is not None:  # the simulator cuts episodes (scoring the last window)
+            self.sim.step_limit = max_episode_steps * (
+                self.config.replan_every if self.config.action_mode == "plan" else 1
+            )
+        self._expert_tracker = PlanTracker(self.sim.limits, TrackerConfig())
+        self._expert_tracker.resize(num_envs)
+        self._expert_age = np.zeros(num_envs, np.int64)
+        self._started = False
+
+    # --- spaces -----------------------------------------------------------------------------------------
+    def _observation_space(self) -> spaces.Dict:
+        keys = self.config.observation.keys
+        vectors = vector_spaces(self.config.observation)
+        out: dict[str, spaces.Space] = {key: vectors[key] for key in keys if key in vectors}
+        if "image" in keys:
+            out["image"] = spaces.Box(0, 255, (self._bev.size, self._bev.size, self._bev.channels), np.uint8)
+        if "text" in keys:
+            out["text"] = text_space()
+        for name in self.config.privileged:
+            if self.config.action_mode == "control":
+                out[name] = spaces.Box(CONTROL_LOW, CONTROL_HIGH, dtype=np.float32)
+            else:
+                out[name] = spaces.Box(PLAN_LOW, PLAN_HIGH, dtype=np.float32)
+        return spaces.Dict(out)
+
+    def _map_image(self, scene: Scene) -> Any:
+        return prerender_map(scene.road_map, scene.route, self._bev)
+
+    # --- reset ------------------------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | list[int | None] | None = None, options: dict | None = None
+    ) -> tuple[Any, dict]:
+        """Start episodes in every env (or the envs of ``options["reset_mask"]``)."""
+        super().reset(seed=seed if isinstance(seed, int) else None)
+        options = options or {}
+        mask = np.asarray(options.get("reset_mask", np.ones(self.num_envs, bool)), bool)
+        seeds = _per_env(seed, self.num_envs)
+        choice = _per_env(options.get("scene_index"), self.num_envs)
+        indices = {}
+        for slot in np.flatnonzero(mask):
+            if seeds[slot] is not None:
+                self._rngs[slot] = np.random.default_rng(seeds[slot])
+            index = choice[slot]
+            if index is None:
+                index = (
+                    seeds[slot] if seeds[slot] is not None else self._rngs[slot].integers(len(self.source))
+                )
+            indices[int(slot)] = int(index) % len(self.source)
+        self._load(indices)
+        self._needs_reset[mask] = False
+        self._started = True
+        return self._observe(), {}
+
+    def _load(self, indices: dict[int, int]) -> None:
+        """Load scene ``indices[slot]`` into each slot and start the episodes together."""
+        for slot, index in indices.items():
+            self.sim.load(slot, self.source.get(index))
+            self.lanes.load(slot, self.sim.slot_assets[slot].lane_samples)  # type: ignore[union-attr]
+        slots = np.fromiter(indices, np.int64, len(indices))
+        self.sim.start_episodes(slots)
+        self._expert_age[slots] = 1 << 30  # re-plan the expert at once
+
+    # --- step -------------------------------------------------------------------------------------------
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Advance every env by one action (see ``DrivingConfig.action_mode``)."""
+        if not self._started:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        box = self._action_box
+        actions = np.asarray(actions, np.float64).reshape((self.num_envs, *box.shape))
+        if not np.all(np.isfinite(actions)):
+            bad = np.flatnonzero(~np.all(np.isfinite(actions.reshape(self.num_envs, -1)), axis=1))
+            raise ValueError(f"driving actions of envs {bad.tolist()} contain NaN or inf")
+        actions = np.clip(actions, box.low, box.high)
+        resetting = (
+            self._needs_reset.copy()
+            if self.autoreset_mode == AutoresetMode.NEXT_STEP
+            else np.zeros(self.num_envs, bool)
+        )
+        if self.autoreset_mode == AutoresetMode.NEXT_STEP and resetting.any():
+            self._reset_slots(resetting)
+        result = self.sim.step(actions)
+        for key in ("reward", "terminated", "truncated"):
+            setattr(result, key, np.where(resetting, 0 if key == "reward" else False, getattr(result, key)))
+        info = self._step_info(result, ~resetting)
+        ended = (result.terminated | result.truncated) & ~resetting
+        if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
+            final_obs = self._observe(final=True)
+            info["final_obs"] = np.array(
+                [_row(final_obs, i) if ended[i] else None for i in range(self.num_envs)], dtype=object
+            )
+            info["_final_obs"] = ended.copy()
+            info["final_info"] = dict(info)
+            info["final_info"].pop("final_obs")
+            info["final_info"].pop("_final_obs")
+            info["_final_info"] = ended.copy()
+            self._reset_slots(ended)
+        self._needs_reset = ended
+        return (
+            self._observe(),
+            result.reward.astype(np.float64),
+            result.terminated.copy(),
+            result.truncated.copy(),
+            info,
+        )
+
+    def _reset_slots(self, mask: np.ndarray) -> None:
+        self._load(
+            {int(slot): int(self._rngs[slot].integers(len(self.source))) for slot in np.flatnonzero(mask)}
+        )
+
+    def _step_info(self, result: StepResult, live: np.ndarray) -> dict[str, Any]:
+        components = {name: result.components[name].copy() for name in STEP_COMPONENTS}
+        components.update({f"_{name}": live.copy() for name in STEP_COMPONENTS})
+        info: dict[str, Any] = {REWARD_COMPONENTS: components, f"_{REWARD_COMPONENTS}": live.copy()}
+        for key, value in result.episode_metrics.items():
+            present = ~np.isnan(value) & live
+            if present.any():
+                info[key] = np.where(present, value, 0.0)
+                info[f"_{key}"] = present
+        return info
+
+    # --- observations -----------------------------------------------------------------------------------
+    def _observe(self, final: bool = False) -> dict[str, Any]:
+        """The observation of every env (``final``: an episode-end observation, which leaves the
+        control-mode experts' plan tracking as it was).
+        """
+        sim, keys = self.sim, self.config.observation.keys
+        cfg = self.config.observation
+        rows = np.arange(self.num_envs)
+        frame = sim.agents_now()
+        pose = sim.ego.pose
+        light_now = sim.light_state[rows, sim.time]
+        obs: dict[str, Any] = {}
+        route_index = np.minimum(np.round(sim.station).astype(np.int64), sim.route_num - 1)
+        if "state" in keys:
+            stopping = ((light_now == LIGHT_RED) | (light_now == LIGHT_YELLOW)) & sim.light_valid
+            ahead = np.where(
+                stopping & (sim.light_station > sim.station[:, None]),
+                sim.light_station - sim.station[:, None],
+                np.inf,
+            )
+            obs["state"] = state_features(
+                sim.ego.speed,
+                sim.ego.accel,
+                sim.ego.steer,
+                sim.ego.yaw_rate,
+                sim.lateral,
+                pose[:, 2] - sim.route_heading[rows, route_index],
+                sim.route_limit[rows, route_index],
+                sim.command,
+                np.minimum(ahead.min(axis=1, initial=np.inf), NO_LIGHT_DISTANCE),
+                (sim.time - HISTORY_STEPS) / np.maximum(sim.episode_steps, 1),
+            )
+        if "agents" in keys:
+            obs["agents"] = agent_features(
+                pose, frame.pose, frame.speed, sim.agent_size, frame.valid, cfg.num_agents
+            )
+        if "route" in keys:
+            obs["route"] = route_features(pose, sim.route_points, sim.route_num, sim.station, cfg)
+        if "lanes" in keys:
+            obs["lanes"] = self.lanes.features(pose)
+        if "lights" in keys:
+            obs["lights"] = light_features(pose, sim.light_pose, light_now, sim.light_valid, cfg.num_lights)
+        if self._renderer is not None:
+            maps = [assets.map_image for assets in sim.slot_assets]  # type: ignore[union-attr]
+            state = np.where(sim.light_valid, light_now, -1)
+            obs["image"] = self._renderer.render(
+                maps, pose, frame.pose, sim.agent_size, frame.valid, sim.light_pose, sim.light_size, state
+            )
+        if "text" in keys:
+            obs["text"] = tuple(
+                self._describe(i, frame, light_now, route_index) for i in range(self.num_envs)
+            )
+        if self.config.privileged:
+            tracker = self._expert_tracker
+            saved = (tracker.points.copy(), tracker.arc.copy(), tracker.speed.copy(), tracker.step.copy())
+            age = self._expert_age.copy()
+            for name in self.config.privileged:
+                obs[name] = self._expert_action(name).astype(np.float32)
+            if final:  # an episode-end observation must not advance the experts of the other envs
+                tracker.points, tracker.arc, tracker.speed, tracker.step = saved
+                self._expert_age = age
+        return obs
+
+    def _describe(self, i: int, frame: Any, light_now: np.ndarray, route_index: np.ndarray) -> str:
+        sim = self.sim
+        local = _local_xy(frame.pose[i, :, :2], sim.ego.pose[i])
+        ahead = np.flatnonzero(sim.light_valid[i] & (sim.light_station[i] > sim.station[i]))
+        light_state = light_distance = None
+        if len(ahead):
+            k = ahead[np.argmin(sim.light_station[i, ahead])]
+            light_state, light_distance = (
+                int(light_now[i, k]),
+                float(sim.light_station[i, k] - sim.station[i]),
+            )
+        area, _ = sim.rasters.query(np.array([i]), sim.ego.pose[i : i + 1, :2])  # type: ignore[union-attr]
+        return describe(
+            command=int(sim.command[i]),
+            ego_speed=float(sim.ego.speed[i]),
+            speed_limit=float(sim.route_limit[i, route_index[i]]),
+            agent_xy=local,
+            agent_speed=frame.speed[i],
+            agent_valid=frame.valid[i],
+            agent_static=sim.agent_type[i] != 0,
+            light_state=light_state,
+            light_distance=light_distance,
+            route_offset=float(sim.lateral[i]),
+            in_intersection=bool(area[0] & 2),
+        )
+
+    def _expert_action(self, name: str) -> np.ndarray:
+        """The privileged expert's action for every env, in this env's action format."""
+        rows = np.arange(self.num_envs)
+        if self.config.action_mode == "plan":
+            return (
+                planner.log_replay_plan(self.sim, rows)
+                if name == "log_replay"
+                else planner.pdm_closed_plans(self.sim, rows)[0]
+            )
+        # control mode: hold the expert's plan for replan_every steps, tracking it like the plan mode does
+        due = self._expert_age >= self.config.replan_every
+        if due.any():
+            idx = np.flatnonzero(due)
+            if name == "log_replay":
+                from omnigym.envs.driving.controller import densify_plan
+
+                dense = densify_plan(planner.log_replay_plan(self.sim, idx), self.sim.ego.pose[idx])
+            else:
+                dense = planner.pdm_closed_plans(self.sim, idx)[1]
+            self._expert_tracker.set_plan(idx, dense)
+            self._expert_age[idx] = 0
+        self._expert_age += 1
+        accel, steer_rate = self._expert_tracker.command(self.sim.ego)
+        return np.clip(np.stack([accel, steer_rate], axis=1), CONTROL_LOW, CONTROL_HIGH)
+
+    # --- rendering --------------------------------------------------------------------------------------
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """One RGB frame per env (``render_mode="rgb_array"``)."""
+        if self.render_mode != "rgb_array":
+            return None
+        return tuple(self.render_slot(i) for i in range(self.num_envs))
+
+    def render_slot(self, i: int) -> np.ndarray:
+        """A colour frame of env ``i`` for humans."""
+        sim = self.sim
+        assets = sim.slot_assets[i]
+        assert assets is not None and assets.map_image is not None
+        frame = sim.agents_now()
+        state = np.where(sim.light_valid[i], sim.light_state[i, sim.time[i]], -1)
+        return render_rgb(
+            self._rgb_map(i), sim.ego.pose[i], frame.pose[i], sim.agent_size[i], frame.valid[i],
+            sim.light_pose[i], sim.light_size[i], state,
+        )  # fmt: skip
+
+    def _rgb_map(self, i: int) -> Any:
+        scene = self.sim.scenes[i]
+        assert scene is not None
+        cache = getattr(self, "_rgb_maps", {})
+        self._rgb_maps = cache
+        if scene.scene_id not in cache:
+            if len(cache) > 16:
+                cache.clear()
+            cache[scene.scene_id] = prerender_map(scene.road_map, scene.route, RGB_CONFIG)
+        return cache[scene.scene_id]
+
+
+class DrivingEnv(gym.Env):
+    """One driving scene: :class:`DrivingVectorEnv` with a single slot and no autoreset.
+
+    Observations, actions, rewards and the episode metrics in ``info`` are the vector env's, unbatched.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}  # noqa: RUF012
+
+    def __init__(
+        self, render_mode: str | None = None, max_episode_steps: int | None = None, **kwargs: Any
+    ) -> None:
+        self.vector = DrivingVectorEnv(
+            1,
+            render_mode=render_mode,
+            autoreset_mode=AutoresetMode.NEXT_STEP,
+            max_episode_steps=max_episode_steps,
+            **kwargs,
+        )
+        self.config = self.vector.config
+        self.render_mode = render_mode
+        self.observation_space = self.vector.single_observation_space
+        self.action_space = self.vector.single_action_space
+        if self.config.action_mode == "plan":
+            self.metadata = {**self.metadata, "render_fps": round(1 / (DT * self.config.replan_every))}
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, Any], dict]:
+        """Start an episode (``seed`` picks the scene, see :class:`DrivingVectorEnv`)."""
+        super().reset(seed=seed)
+        options = dict(options or {})
+        obs, _ = self.vector.reset(seed=seed, options=options)
+        return _row(obs, 0), {}
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """One action."""
+        obs, reward, terminated, truncated, info = self.vector.step(np.asarray(action)[None])
+        single: dict[str, Any] = {
+            REWARD_COMPONENTS: {
+                k: float(v[0]) for k, v in info[REWARD_COMPONENTS].items() if not k.startswith("_")
+            }
+        }
+        for key, value in info.items():
+            if (
+                not key.startswith("_")
+                and key != REWARD_COMPONENTS
+                and info.get(f"_{key}", np.zeros(1, bool))[0]
+            ):
+                single[key] = float(value[0])
+        return _row(obs, 0), float(reward[0]), bool(terminated[0]), bool(truncated[0]), single
+
+    def render(self) -> np.ndarray | None:  # type: ignore[override]
+        """An RGB frame (``render_mode="rgb_array"``)."""
+        return self.vector.render_slot(0) if self.render_mode == "rgb_array" else None
+
+    @property
+    def simulator(self) -> DrivingSimulator:
+        """The batched simulator underneath (one slot)."""
+        return self.vector.sim
+
+
+def _per_env(value: Any, num_envs: int) -> list[Any]:
+    """An int (offset per env), a list (one per env) or None, as one value per env."""
+    if value is None:
+        return [None] * num_envs
+    if isinstance(value, (int, np.integer)):
+        return [int(value) + i for i in range(num_envs)]
+    values = list(value)
+    if len(values) != num_envs:
+        raise ValueError(f"expected {num_envs} values (one per env), got {len(values)}")
+    return values
+
+
+def _row(obs: dict[str, Any], i: int) -> dict[str, Any]:
+    """Env ``i``'s observation out of a batch."""
+    return {key: (value[i] if isinstance(value, tuple) else value[i].copy()) for key, value in obs.items()}
+
+
+def _local_xy(points: np.ndarray, pose: np.ndarray) -> np.ndarray:
+    cos, sin = np.cos(pose[2]), np.sin(pose[2])
+    d = points - pose[:2]
+    return np.stack([d[:, 0] * cos + d[:, 1] * sin, -d[:, 0] * sin + d[:, 1] * cos], axis=1)

@@ -1,0 +1,289 @@
+"""Rule-based planning on the route: the IDM progress reference and the PDM-Closed-like planner.
+
+PDM-Closed (Dauner et al., 2023) follows the route centreline with IDM at several target speeds
+and lateral offsets, simulates every proposal forward, scores it with the PDM score and keeps the
+best. omnigym's version does the same, batched over envs x proposals, with agents forecast at
+constant velocity (as PDM-Closed does) and the light states held for the horizon.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from omnigym.envs.driving import metrics
+from omnigym.envs.driving.agents import AgentFrame, constant_velocity_forecast
+from omnigym.envs.driving.assets import ROUTE_SPACING
+from omnigym.envs.driving.controller import PLAN_POSES, STEPS_PER_POSE, PlanTracker, TrackerConfig
+from omnigym.envs.driving.dynamics import EgoState, bicycle_step, to_ego_frame
+from omnigym.envs.driving.scene import DT, EGO_LENGTH, HORIZON_STEPS, LIGHT_RED, LIGHT_YELLOW
+from omnigym.envs.driving.traffic import IDMParams
+
+if TYPE_CHECKING:
+    from omnigym.envs.driving.simulator import DrivingSimulator
+
+SPEED_FACTORS = (0.2, 0.4, 0.6, 0.8, 1.0)
+"""PDM-Closed's target speeds, as fractions of the speed limit."""
+LATERAL_OFFSETS = (-1.0, 0.0, 1.0)
+"""PDM-Closed's lateral offsets from the centreline, m."""
+LOOKAHEAD = 120.0
+"""Route metres ahead in which leaders and stop lines are searched."""
+ROUTE_LANE_HALF_WIDTH = 2.0
+"""An agent within this lateral distance of the centreline (and driving along it) is a leader."""
+OFFSET_TIME_CONSTANT = 1.0
+"""Seconds over which a proposal moves from the ego's lateral position to its offset."""
+
+
+def _leaders_on_route(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Station, along-route speed and length ``[n, K]`` of agents driving along each route ahead.
+
+    Among the SEARCHED_AGENTS agents nearest to the ego; station inf for the others.
+    """
+    frame = sim.agents_now()
+    pose, speed, valid = frame.pose[idx], frame.speed[idx], frame.valid[idx]
+    # only agents near the ego can lead within the horizon: search the route for the nearest few
+    d2 = np.where(valid, np.sum((pose[..., :2] - sim.ego.pose[idx, None, :2]) ** 2, axis=-1), np.inf)
+    k = min(SEARCHED_AGENTS, d2.shape[1])
+    near = np.argpartition(d2, k - 1, axis=1)[:, :k]
+    pose, speed, valid = (
+        np.take_along_axis(a, near[..., None] if a.ndim == 3 else near, axis=1) for a in (pose, speed, valid)
+    )
+    station0 = sim.station[idx]
+    window = np.arange(-10, int(LOOKAHEAD))
+    index = np.clip(np.round(station0 / ROUTE_SPACING).astype(np.int64)[:, None] + window, 0, None)
+    index = np.minimum(index, sim.route_num[idx, None] - 1)
+    rows = idx[:, None]
+    points = sim.route_points[rows, index]  # [n, W, 2]
+    d2 = np.sum((pose[:, :, None, :2] - points[:, None]) ** 2, axis=-1)  # [n, A, W]
+    nearest = np.argmin(d2, axis=2)
+    lateral = np.sqrt(np.take_along_axis(d2, nearest[..., None], axis=2)[..., 0])
+    route_index = np.take_along_axis(
+        np.broadcast_to(index[:, None, :], d2.shape), nearest[..., None], axis=2
+    )[..., 0]
+    along = np.cos(pose[..., 2] - sim.route_heading[rows, route_index])
+    station = route_index * ROUTE_SPACING
+    on_route = valid & (lateral < ROUTE_LANE_HALF_WIDTH) & (along > 0.5) & (station > station0[:, None])
+    length = np.take_along_axis(sim.agent_size[idx, :, 0], near, axis=1)
+    return np.where(on_route, station, np.inf), speed * np.clip(along, 0.0, 1.0), length
+
+
+def _stop_lines(sim: DrivingSimulator, idx: np.ndarray) -> np.ndarray:
+    """Stations ``[n, K]`` of red or yellow stop lines ahead on the route (inf otherwise)."""
+    state = sim.light_state[idx, sim.time[idx]]
+    stopping = (state == LIGHT_RED) | (state == LIGHT_YELLOW)
+    ahead = sim.light_station[idx] > sim.station[idx, None] + 0.5 * EGO_LENGTH
+    return np.where(stopping & ahead & sim.light_valid[idx], sim.light_station[idx], np.inf)
+
+
+REFERENCE_STEP = 4
+"""The progress reference integrates IDM every REFERENCE_STEP x 0.1 s."""
+SEARCHED_AGENTS = 16
+"""Agents nearest to the ego that are checked for being on its route."""
+NUM_LEADERS = 4
+"""Nearest objects ahead on the route that IDM keeps track of over the horizon."""
+
+
+def idm_on_route(
+    sim: DrivingSimulator,
+    idx: np.ndarray,
+    speed_factors: np.ndarray,
+    params: IDMParams | None = None,
+    step_size: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stations and speeds ``[n, F, T/step_size + 1]`` of IDM drivers on each ego's route.
+
+    One driver per target speed factor, over the 4 s horizon, sampled every ``step_size`` x 0.1 s.
+
+    Leaders are the nearest agents on the route ahead, moving at constant speed, and red/yellow
+    stop lines; the target speed is the speed limit where the ego is, times the factor.
+    """
+    params = params or IDMParams()
+    leader_station, leader_speed, leader_length = _leaders_on_route(sim, idx)
+    rear = leader_station - 0.5 * leader_length  # rear bumpers
+    stops = _stop_lines(sim, idx)
+    # keep the NUM_LEADERS nearest agents and the nearest stop line (a leader at speed 0)
+    k = min(NUM_LEADERS, rear.shape[1])
+    nearest = np.argpartition(rear, k - 1, axis=1)[:, :k]
+    lead_position = np.concatenate(
+        [np.take_along_axis(rear, nearest, axis=1), stops.min(axis=1, keepdims=True)], axis=1
+    )
+    lead_speed = np.concatenate(
+        [np.take_along_axis(leader_speed, nearest, axis=1), np.zeros((len(idx), 1))], axis=1
+    )
+    lead_speed = np.where(np.isfinite(lead_position), lead_speed, 0.0)
+    half_ego = 0.5 * EGO_LENGTH
+    station = np.repeat(sim.station[idx, None], len(speed_factors), axis=1)  # [n, F]
+    speed = np.repeat(sim.ego.speed[idx, None], len(speed_factors), axis=1)
+    limit_index = np.minimum(
+        np.round(sim.station[idx] / ROUTE_SPACING).astype(np.int64), sim.route_num[idx] - 1
+    )
+    desired = np.maximum(sim.route_limit[idx, limit_index][:, None] * speed_factors[None, :], 0.5)
+    stations, speeds = [station], [speed]
+    # IDM (Treiber et al. 2000) inlined: this loop runs every window start, for every env
+    root_ab = 2.0 * np.sqrt(params.a_max * params.b_comfortable)
+    rows = np.arange(len(idx))[:, None]
+    dt = step_size * DT
+    for k_step in range(HORIZON_STEPS // step_size):
+        gaps = (
+            (lead_position + lead_speed * (k_step * dt))[:, None, :] - station[:, :, None] - half_ego
+        )  # [n, F, L]
+        gaps[gaps <= -EGO_LENGTH] = np.inf  # objects already passed do not lead
+        which = gaps.argmin(axis=2)
+        gap = np.maximum(gaps.min(axis=2), 0.1)
+        v_lead = lead_speed[rows, which]
+        desired_gap = params.min_gap + np.maximum(
+            0.0, speed * params.time_headway + speed * (speed - v_lead) / root_ab
+        )
+        accel = params.a_max * (1.0 - (speed / desired) ** params.delta - (desired_gap / gap) ** 2)
+        new_speed = np.maximum(speed + np.maximum(accel, -params.b_max) * dt, 0.0)
+        station = station + 0.5 * (speed + new_speed) * dt
+        speed = new_speed
+        stations.append(station)
+        speeds.append(speed)
+    return np.stack(stations, axis=2), np.stack(speeds, axis=2)
+
+
+def reference_progress(sim: DrivingSimulator, idx: np.ndarray) -> np.ndarray:
+    """Metres an IDM driver at the speed limit would progress on the route in the next 4 s [n]."""
+    if len(idx) == 0:
+        return np.zeros(0)
+    # 0.4 s steps: a reference needs the distance, not the profile, and runs every window start
+    stations, _ = idm_on_route(sim, idx, np.array([1.0]), step_size=REFERENCE_STEP)
+    return stations[:, 0, -1] - stations[:, 0, 0]
+
+
+def _route_pose(
+    sim: DrivingSimulator, idx: np.ndarray, station: np.ndarray, lateral: np.ndarray
+) -> np.ndarray:
+    """World poses ``[n, ..., 3]`` at ``station`` along the route, offset ``lateral`` (left positive)."""
+    shape = station.shape
+    index = np.minimum(
+        np.round(station / ROUTE_SPACING).astype(np.int64),
+        sim.route_num[idx].reshape((-1,) + (1,) * (len(shape) - 1)) - 1,
+    )
+    rows = idx.reshape((-1,) + (1,) * (len(shape) - 1))
+    heading = sim.route_heading[rows, index]
+    base = sim.route_points[rows, index]
+    # sub-metre position: advance along the heading by the remainder of the station
+    remainder = station - index * ROUTE_SPACING
+    x = base[..., 0] + remainder * np.cos(heading) - lateral * np.sin(heading)
+    y = base[..., 1] + remainder * np.sin(heading) + lateral * np.cos(heading)
+    return np.stack([x, y, heading], axis=-1)
+
+
+def pdm_closed_plans(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The best PDM-Closed proposal for slots ``idx``.
+
+    Returns its plan ``[n, 8, 3]`` (ego frame) and its dense world positions ``[n, 41, 2]``.
+    """
+    factors = np.repeat(np.array(SPEED_FACTORS), len(LATERAL_OFFSETS))
+    offsets = np.tile(np.array(LATERAL_OFFSETS), len(SPEED_FACTORS))
+    n, p = len(idx), len(factors)
+    stations, _ = idm_on_route(sim, idx, np.array(SPEED_FACTORS))
+    stations = np.repeat(stations, len(LATERAL_OFFSETS), axis=1)  # [n, P, T+1]
+    time = np.arange(HORIZON_STEPS + 1) * DT
+    lateral0 = sim.lateral[idx, None, None]
+    lateral = offsets[None, :, None] + (lateral0 - offsets[None, :, None]) * np.exp(
+        -time / OFFSET_TIME_CONSTANT
+    )
+    ideal = _route_pose(sim, idx, stations, lateral)  # [n, P, T+1, 3]
+    ideal[:, :, 0] = sim.ego.pose[idx, None]  # proposals start where the ego is
+    tracked, tracked_speed = _track(sim, idx, ideal[..., :2])
+    scores = _score_proposals(sim, idx, tracked, tracked_speed)
+    best = np.argmax(scores.reshape(n, p), axis=1)
+    rows = np.arange(n)
+    dense = ideal[rows, best, :, :2]
+    knots = dense[:, STEPS_PER_POSE::STEPS_PER_POSE][:, :PLAN_POSES]
+    local = to_ego_frame(knots, sim.ego.pose[idx])
+    heading = np.unwrap(
+        ideal[rows, best, STEPS_PER_POSE::STEPS_PER_POSE, 2][:, :PLAN_POSES] - sim.ego.pose[idx, 2:3], axis=1
+    )
+    plan = np.concatenate([local, heading[..., None]], axis=-1)
+    return plan, dense
+
+
+def _track(sim: DrivingSimulator, idx: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Simulate the env's tracker + bicycle on every proposal: poses ``[n*P, T+1, 3]`` and speeds."""
+    n, p = dense.shape[:2]
+    flat = dense.reshape(n * p, HORIZON_STEPS + 1, 2)
+    ego = sim.ego.take(np.repeat(idx, p))
+    tracker = PlanTracker(sim.limits, TrackerConfig())
+    tracker.resize(n * p)
+    tracker.set_plan(np.arange(n * p), flat)
+    poses, speeds = [ego.pose.copy()], [ego.speed.copy()]
+    for _ in range(HORIZON_STEPS):
+        accel, steer_rate = tracker.command(ego)
+        bicycle_step(ego, accel, steer_rate, sim.limits)
+        poses.append(ego.pose.copy())
+        speeds.append(ego.speed.copy())
+    return np.stack(poses, axis=1), np.stack(speeds, axis=1)
+
+
+def _score_proposals(
+    sim: DrivingSimulator, idx: np.ndarray, poses: np.ndarray, speeds: np.ndarray
+) -> np.ndarray:
+    """PDM score [n*P] of tracked proposals, ties (e.g. all zero) broken by the unmultiplied score.
+
+    Agents: with log-replay traffic, their logged future (as NAVSIM scores against the log);
+    with reactive traffic, constant velocity. Lights are held in their current state.
+    """
+    p = poses.shape[0] // len(idx)
+    rep = np.repeat(idx, p)
+    rows = rep[:, None]
+    if sim.reactive is None and sim.config.traffic_model is None:
+        t = np.minimum(sim.time[rep, None] + np.arange(HORIZON_STEPS + 1), sim.max_steps - 1)
+        agent_pose, agent_speed, agent_valid = (
+            sim.agent_pose[rows, t],
+            sim.agent_speed[rows, t],
+            sim.agent_valid[rows, t],
+        )
+    else:
+        frame = sim.agents_now()
+        mine = AgentFrame(frame.pose[rep], frame.speed[rep], frame.valid[rep])
+        future = constant_velocity_forecast(mine, np.arange(HORIZON_STEPS + 1) * DT)
+        agent_pose, agent_speed, agent_valid = future.pose, future.speed, future.valid
+    red = sim.light_state[rep, sim.time[rep]] == LIGHT_RED
+    light_red = np.broadcast_to(red[:, None], (len(rep), HORIZON_STEPS + 1, red.shape[1]))
+    scores = metrics.score_trajectories(
+        sim.world(rep),
+        poses,
+        speeds,
+        agent_pose,
+        agent_speed,
+        agent_valid,
+        light_red,
+        ignore_at_start=sim.collided[rep],
+    )
+    progress = scores.progress.reshape(len(idx), p)
+    multiplier = scores.multiplier.reshape(len(idx), p)
+    scores.ep = metrics.normalise_progress(progress, multiplier).reshape(-1)
+    weighted = (5 * scores.ttc + 5 * scores.ep + 2 * scores.c) / 12
+    return metrics.pdms(scores) + 1e-3 * weighted
+
+
+def constant_velocity_plan(speed: np.ndarray) -> np.ndarray:
+    """NAVSIM's constant-velocity baseline: straight ahead at the current speed, ``[n, 8, 3]``."""
+    time = np.arange(1, PLAN_POSES + 1) * STEPS_PER_POSE * DT
+    plan = np.zeros((len(speed), PLAN_POSES, 3))
+    plan[..., 0] = speed[:, None] * time
+    return plan
+
+
+def log_replay_plan(sim: DrivingSimulator, idx: np.ndarray) -> np.ndarray:
+    """The logged human's next 4 s as a plan ``[n, 8, 3]`` in the ego frame."""
+    t = np.minimum(sim.time[idx, None] + STEPS_PER_POSE * np.arange(1, PLAN_POSES + 1), sim.max_steps - 1)
+    poses = sim.log_ego_pose[idx[:, None], t]
+    local = to_ego_frame(poses[..., :2], sim.ego.pose[idx])
+    heading = np.unwrap(poses[..., 2] - sim.ego.pose[idx, 2:3], axis=1)
+    return np.concatenate([local, heading[..., None]], axis=-1)
+
+
+def tracking_controls(sim: DrivingSimulator, dense: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Controls ``[n, 2]`` (acceleration, steering rate) that start following dense plans ``[n, 41, 2]``."""
+    tracker = PlanTracker(sim.limits, TrackerConfig())
+    tracker.resize(len(idx))
+    tracker.set_plan(np.arange(len(idx)), dense)
+    ego: EgoState = sim.ego.take(idx)
+    accel, steer_rate = tracker.command(ego)
+    return np.stack([accel, steer_rate], axis=1)

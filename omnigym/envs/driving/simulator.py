@@ -1,0 +1,618 @@
+"""The batched pseudo-simulator: N scenes stepped together as arrays.
+
+Each of N slots holds a scene, the ego's state, the background agents and the running scores.
+One :meth:`DrivingSimulator.step` advances every slot by one action (0.1 s in control mode,
+``replan_every`` x 0.1 s in plan mode) with vectorised NumPy, which is what makes 64 scenes cost
+about as much as a few. Gymnasium wrappers (``env.py``) add spaces, autoreset and info.
+
+Scoring: an episode is cut into NAVSIM horizons (4 s windows from the episode start); each window
+is scored like a NAVSIM plan (PDMS and EPDMS, with the logged human's scores as the
+false-positive filter); the episode's score is the mean over its windows, windows it never
+reached (after a failure) counting 0. The per-step reward components are the same sub-metrics
+evaluated on one step, so their return tracks the episode's score.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from omnigym.envs.driving import metrics
+from omnigym.envs.driving.agents import AgentFrame, ReactiveAgents, constant_velocity_forecast
+from omnigym.envs.driving.assets import AssetCache, SceneAssets, build_assets
+from omnigym.envs.driving.config import DrivingConfig
+from omnigym.envs.driving.controller import PlanTracker, TrackerConfig, densify_plan
+from omnigym.envs.driving.dynamics import BicycleLimits, EgoState, bicycle_step, wrap_angle
+from omnigym.envs.driving.map_raster import RasterStack
+from omnigym.envs.driving.planner import reference_progress
+from omnigym.envs.driving.scene import (
+    AGENT_VEHICLE,
+    DT,
+    EGO_LENGTH,
+    EGO_WHEEL_BASE,
+    EGO_WIDTH,
+    HISTORY_STEPS,
+    HORIZON_STEPS,
+    LIGHT_GREEN,
+    LIGHT_RED,
+    Scene,
+)
+
+WINDOW = HORIZON_STEPS
+"""Steps per scoring window (one NAVSIM horizon)."""
+STEP_COMPONENTS = ("nc", "dac", "ddc", "tlc", "ttc", "ep", "c", "lk")
+"""Per-step reward components, each in [0, 1] per 0.1 s (summed over the sub-steps of a plan step)."""
+WINDOW_MINIMA = ("nc", "dac", "ddc", "tlc", "ttc", "lk")
+"""Sub-metrics whose window score is the minimum of the per-step scores (NAVSIM takes the min
+over the trajectory's steps; DDC's and LK's per-step values already look back 1 s / 2 s)."""
+COMFORT_CONTEXT = 15
+"""Past poses the per-step comfort check differentiates (the jerk filter's window)."""
+EGO_SIZE = np.array([EGO_LENGTH, EGO_WIDTH])
+NEAR_AGENTS = 24
+"""Agents (nearest to the ego) that the per-step collision and TTC checks look at: farther ones
+cannot touch the ego, or its 0.9 s projection, before these do."""
+
+
+@dataclass
+class StepResult:
+    """What one simulator step returns, batched over slots [N]."""
+
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    components: dict[str, np.ndarray]
+    episode_metrics: dict[str, np.ndarray] = field(default_factory=dict)
+    """Filled for slots whose episode ended this step (NaN elsewhere)."""
+
+
+class DrivingSimulator:
+    """N driving scenes stepped as arrays.
+
+    Args:
+        num_slots: N.
+        config: the env settings.
+        scene_source: gives scenes by index (``scenes.SceneSource``).
+        map_image_builder: builds a scene's pre-rendered BEV map when the image key is used.
+    """
+
+    def __init__(
+        self, num_slots: int, config: DrivingConfig, scene_source: object, map_image_builder: object = None
+    ) -> None:
+        self.n = num_slots
+        self.config = config
+        self.source = scene_source
+        self.map_image_builder = map_image_builder
+        self.limits = BicycleLimits()
+        self.tracker = PlanTracker(self.limits, TrackerConfig())
+        self.tracker.resize(num_slots)
+        self.assets = AssetCache(self._build_assets, config.asset_cache_size)
+        scene_config = config.scene_config
+        self.step_limit: int | None = None  # a shorter time limit than the scenes', in 0.1 s steps
+        self.max_steps = HISTORY_STEPS + round(scene_config.episode_seconds / DT) + HORIZON_STEPS
+        self._allocate(self.max_steps, config.max_agents, config.max_lights)
+        self.scenes: list[Scene | None] = [None] * num_slots
+        self.slot_assets: list[SceneAssets | None] = [None] * num_slots
+
+    # --- storage ------------------------------------------------------------------------------------
+    def _allocate(self, num_steps: int, num_agents: int, num_lights: int) -> None:
+        n, t, a, k = self.n, num_steps, num_agents, num_lights
+        self.agent_pose = np.zeros((n, t, a, 3))
+        self.agent_speed = np.zeros((n, t, a))
+        self.agent_valid = np.zeros((n, t, a), bool)
+        self.agent_size = np.ones((n, a, 2))
+        self.agent_type = np.full((n, a), AGENT_VEHICLE, np.int8)
+        self.light_state = np.zeros((n, t, k), np.int8)
+        self.light_red = np.zeros((n, t, k), bool)
+        self.light_pose = np.zeros((n, k, 3))
+        self.light_size = np.zeros((n, k, 2))
+        self.light_valid = np.zeros((n, k), bool)
+        self.light_station = np.full((n, k), np.inf)
+        self.log_ego_pose = np.zeros((n, t, 3))
+        self.log_ego_speed = np.zeros((n, t))
+        self.ego_pose = np.zeros((n, t, 3))  # the driven track, by log index (history from the log)
+        self.ego_speed = np.zeros((n, t))
+        self.route_points = np.zeros((n, 1, 2))
+        self.route_heading = np.zeros((n, 1))
+        self.route_limit = np.zeros((n, 1))
+        self.route_num = np.ones(n, np.int64)
+        self.route_station = np.zeros((n, 1))
+        self._world: metrics.ScoringWorld | None = None
+        self.rasters: RasterStack | None = None
+        self.episode_steps = np.zeros(n, np.int64)
+        self.command = np.zeros(n, np.int64)
+        self.time = np.full(n, HISTORY_STEPS, np.int64)  # log index of "now"
+        self.ego = EgoState.zeros(n)
+        self.collided = np.zeros((n, a), bool)
+        self.ttc_tolerated = np.zeros((n, a), bool)  # objects TTC no longer checks in this window
+        self.route_index = np.zeros(n, np.int64)
+        self.station = np.zeros(n)
+        self.episode_start_station = np.zeros(n)
+        self.lateral = np.zeros(n)
+        self.oncoming_progress = np.zeros((n, 10))  # last 1 s of per-step progress in oncoming lanes
+        self.off_centre_steps = np.zeros(n, np.int64)
+        self.reference_step = np.ones(n)  # reference progress per step in the current window (m)
+        self.reference_window = np.zeros(n)  # reference progress over the current window (m)
+        self.window_start_station = np.zeros(n)
+        self.window_ec: list[list[float]] = [[] for _ in range(n)]
+        self.previous_plan: np.ndarray | None = None
+        self.window_min = np.ones((n, len(WINDOW_MINIMA)))  # running minima of per-step sub-metrics
+        self.window_sum = np.zeros((n, len(metrics.SUB_METRICS)))
+        self.pdms_sum = np.zeros(n)
+        self.epdms_sum = np.zeros(n)
+        self.windows_done = np.zeros(n, np.int64)
+        self.failed = np.zeros(n, bool)
+        self.model = self.config.traffic_model  # a learned TrafficModel overrides the IDM agents
+        self.reactive = (
+            ReactiveAgents(n, t, a) if self.config.traffic == "idm" and self.model is None else None
+        )
+
+    # --- scenes ---------------------------------------------------------------------------------------
+    def _build_assets(self, scene: Scene) -> SceneAssets:
+        assets = build_assets(scene)
+        if self.map_image_builder is not None:
+            assets.map_image = self.map_image_builder(scene)  # type: ignore[operator]
+        assets.human = self._score_human(scene, assets)
+        return assets
+
+    def load(self, slot: int, scene: Scene) -> None:
+        """Put ``scene`` in ``slot``; :meth:`start_episodes` then starts its episode."""
+        log = scene.log
+        t, a = log.num_steps, log.num_agents
+        k = len(scene.road_map.light_lane)
+        if t > self.max_steps or a > self.agent_size.shape[1] or k > self.light_pose.shape[1]:
+            raise ValueError(
+                f"scene {scene.scene_id} has {t} log steps, {a} agents and {k} lights; the env holds "
+                f"{self.max_steps} steps (scene.episode_seconds), {self.agent_size.shape[1]} agents "
+                f"(max_agents) and {self.light_pose.shape[1]} lights (max_lights)"
+            )
+        assets = self.assets.get(scene)
+        self.scenes[slot], self.slot_assets[slot] = scene, assets
+        self.agent_pose[slot] = 0.0
+        self.agent_valid[slot] = False
+        self.agent_pose[slot, :t, :a] = log.agent_pose
+        self.agent_speed[slot, :t, :a] = log.agent_speed
+        self.agent_valid[slot, :t, :a] = log.agent_valid
+        self.agent_size[slot] = 1.0
+        self.agent_size[slot, :a] = log.agent_size
+        self.agent_type[slot] = AGENT_VEHICLE
+        self.agent_type[slot, :a] = log.agent_type
+        self.light_state[slot] = LIGHT_GREEN
+        self.light_state[slot, :t, :k] = log.light_state
+        self.light_red[slot] = self.light_state[slot] == LIGHT_RED
+        self.light_valid[slot] = False
+        self.light_valid[slot, :k] = True
+        self.light_pose[slot] = 0.0
+        self.light_pose[slot, :k] = assets.light_pose
+        self.light_size[slot, :k] = assets.light_size
+        self.light_station[slot] = np.inf
+        self.light_station[slot, :k] = assets.light_station
+        self.log_ego_pose[slot, :t] = log.ego_pose
+        self.log_ego_speed[slot, :t] = log.ego_speed
+        self._load_route(slot, assets)
+        if self.rasters is None:
+            self.rasters = RasterStack.empty(
+                self.n,
+                resolution=assets.raster.resolution,
+                extent=assets.raster.area.shape[0] * assets.raster.resolution,
+            )
+        self.rasters.put(slot, assets.raster)
+        self.episode_steps[slot] = scene.episode_steps
+        self.command[slot] = scene.route.command
+        if self.model is not None:
+            s = HISTORY_STEPS
+            start = AgentFrame(
+                self.agent_pose[slot : slot + 1, s],
+                self.agent_speed[slot : slot + 1, s],
+                self.agent_valid[slot : slot + 1, s],
+            )
+            self.model.reset(np.array([slot]), start, self.agent_size[slot : slot + 1])
+        elif self.reactive is not None:
+            self.reactive.load(
+                slot, log.agent_pose, log.agent_speed, log.agent_valid, log.agent_size, HISTORY_STEPS
+            )
+
+    def _load_route(self, slot: int, assets: SceneAssets) -> None:
+        r = len(assets.route_points)
+        if r > self.route_points.shape[1]:  # grow the route buffers (rare: only for longer routes)
+            grow = r - self.route_points.shape[1]
+            self.route_points = np.pad(self.route_points, ((0, 0), (0, grow), (0, 0)), mode="edge")
+            self.route_heading = np.pad(self.route_heading, ((0, 0), (0, grow)), mode="edge")
+            self.route_limit = np.pad(self.route_limit, ((0, 0), (0, grow)), mode="edge")
+            self.route_station = np.pad(self.route_station, ((0, 0), (0, grow)), mode="edge")
+            self._world = None  # it holds views of the old buffers
+        self.route_points[slot, :r] = assets.route_points
+        self.route_points[slot, r:] = assets.route_points[-1]
+        self.route_heading[slot, :r] = assets.route_heading
+        self.route_heading[slot, r:] = assets.route_heading[-1]
+        self.route_limit[slot, :r] = assets.route_speed_limit
+        self.route_limit[slot, r:] = assets.route_speed_limit[-1]
+        self.route_num[slot] = r
+        self.route_station[slot] = metrics.polyline_stations(self.route_points[slot : slot + 1])[0]
+
+    def start_episodes(self, idx: np.ndarray) -> None:
+        """Start the episodes of slots ``idx`` (after :meth:`load`), from the logged ego state."""
+        s = HISTORY_STEPS
+        self.time[idx] = s
+        self.ego_pose[idx] = self.log_ego_pose[idx]  # history (and a placeholder future)
+        self.ego_speed[idx] = self.log_ego_speed[idx]
+        pose, speed = self.log_ego_pose[idx, s], self.log_ego_speed[idx, s]
+        yaw_rate = wrap_angle(self.log_ego_pose[idx, s + 1, 2] - pose[:, 2]) / DT
+        self.ego.pose[idx] = pose
+        self.ego.speed[idx] = speed
+        self.ego.accel[idx] = (self.log_ego_speed[idx, s + 1] - speed) / DT
+        self.ego.yaw_rate[idx] = yaw_rate
+        steer = np.arctan(yaw_rate * EGO_WHEEL_BASE / np.maximum(speed, 1.0))
+        self.ego.steer[idx] = np.clip(steer, -self.limits.max_steer, self.limits.max_steer)
+        self.collided[idx] = False
+        self.oncoming_progress[idx] = 0.0
+        self.off_centre_steps[idx] = 0
+        self.window_sum[idx] = 0.0
+        self.pdms_sum[idx] = 0.0
+        self.epdms_sum[idx] = 0.0
+        self.windows_done[idx] = 0
+        self.failed[idx] = False
+        station, lateral, index = metrics.project_to_route(self.world(idx), self.ego.pose[idx, :2])
+        self.station[idx], self.lateral[idx], self.route_index[idx] = station, lateral, index
+        self.episode_start_station[idx] = station
+        self.tracker.set_plan(idx, np.repeat(self.ego.pose[idx, None, :2], HORIZON_STEPS + 1, axis=1))
+        self._start_window(idx)
+
+    # --- the scoring world ---------------------------------------------------------------------------
+    def world(self, idx: np.ndarray | None = None) -> metrics.ScoringWorld:
+        """The static scoring inputs of slots ``idx`` (all slots when None).
+
+        With ``idx`` None these are views of the slot arrays, not copies.
+        """
+        assert self.rasters is not None
+        if self._world is None:
+            self._world = metrics.ScoringWorld(
+                raster=self.rasters,
+                map_index=np.arange(self.n),
+                route_points=self.route_points,
+                route_num_points=self.route_num,
+                agent_size=self.agent_size,
+                agent_type=self.agent_type,
+                light_pose=self.light_pose,
+                light_size=self.light_size,
+                route_station=self.route_station,
+            )
+        return self._world if idx is None else self._world.take(idx)
+
+    def agents_now(self) -> AgentFrame:
+        """The background agents at the current time of every slot."""
+        rows = np.arange(self.n)
+        return AgentFrame(
+            self.agent_pose[rows, self.time],
+            self.agent_speed[rows, self.time],
+            self.agent_valid[rows, self.time],
+        )
+
+    # --- stepping -------------------------------------------------------------------------------------
+    def step(self, action: np.ndarray) -> StepResult:
+        """Advance every slot by one action: ``[N, 2]`` controls or ``[N, 8, 3]`` plans."""
+        action = np.asarray(action, dtype=np.float64)
+        if not np.all(np.isfinite(action)):
+            raise ValueError("driving action contains NaN or inf")
+        if self.config.action_mode == "control":
+            return self._substep(action[:, 0], action[:, 1], np.ones(self.n, bool))
+        return self._plan_step(action)
+
+    def _plan_step(self, plans: np.ndarray) -> StepResult:
+        dense = densify_plan(plans, self.ego.pose)
+        self.tracker.set_plan(np.arange(self.n), dense)
+        self._record_extended_comfort(dense)
+        active = np.ones(self.n, bool)
+        total: StepResult | None = None
+        for _ in range(self.config.replan_every):
+            accel, steer_rate = self.tracker.command(self.ego)
+            result = self._substep(accel, steer_rate, active)
+            total = result if total is None else _accumulate(total, result, active)
+            active &= ~(result.terminated | result.truncated)
+            if not active.any():
+                break
+        assert total is not None
+        return total
+
+    def _record_extended_comfort(self, dense: np.ndarray) -> None:
+        """Two-frame extended comfort between this plan and the previous one (0.5 s apart in NAVSIM)."""
+        poses = _poses_from_positions(dense)
+        if self.previous_plan is not None:
+            ec = metrics.two_frame_extended_comfort(self.previous_plan, poses, self.config.replan_every, DT)
+            started = self.time > HISTORY_STEPS  # no previous plan at an episode's first step
+            for slot in np.flatnonzero(started):
+                self.window_ec[slot].append(float(ec[slot]))
+        self.previous_plan = poses
+
+    def _substep(self, accel: np.ndarray, steer_rate: np.ndarray, active: np.ndarray) -> StepResult:
+        """One 0.1 s step of every slot; slots not ``active`` (already ended) are stepped but ignored."""
+        rows = np.arange(self.n)
+        frozen = None if active.all() else self.ego.take(~active)  # ended slots keep their final state
+        bicycle_step(self.ego, accel, steer_rate, self.limits)
+        if frozen is not None:
+            for name in ("pose", "speed", "steer", "accel", "yaw_rate"):
+                getattr(self.ego, name)[~active] = getattr(frozen, name)
+        self.time = np.where(active, np.minimum(self.time + 1, self.max_steps - 1), self.time)
+        t = self.time
+        if self.model is not None:
+            plan = self.tracker.points if self.config.action_mode == "plan" else None
+            frame = self.model.step(self.ego.pose, self.ego.speed, plan)
+            self.agent_pose[rows, t], self.agent_speed[rows, t], self.agent_valid[rows, t] = (
+                frame.pose,
+                frame.speed,
+                frame.valid,
+            )
+        elif self.reactive is not None:
+            previous = AgentFrame(
+                self.agent_pose[rows, t - 1], self.agent_speed[rows, t - 1], self.agent_valid[rows, t - 1]
+            )
+            state = self.light_state[rows, t - 1]
+            stops = AgentFrame(
+                self.light_pose, np.zeros(self.light_valid.shape), self.light_valid & (state != LIGHT_GREEN)
+            )
+            self.reactive.step(previous, self.ego.pose, self.ego.speed, EGO_SIZE, stops, self.light_size)
+            frame = self.reactive.frame(t)
+            self.agent_pose[rows, t], self.agent_speed[rows, t], self.agent_valid[rows, t] = (
+                frame.pose,
+                frame.speed,
+                frame.valid,
+            )
+        self.ego_pose[rows, t] = self.ego.pose
+        self.ego_speed[rows, t] = self.ego.speed
+        components = self._step_scores()
+        multiplier = components["nc"] * components["dac"]
+        if self.config.reward == "pdms":
+            reward = multiplier * (5 * components["ttc"] + 5 * components["ep"] + 2 * components["c"]) / 12
+        else:
+            multiplier = multiplier * components["ddc"] * components["tlc"]
+            weighted = (
+                5 * components["ep"] + 5 * components["ttc"] + 2 * components["lk"] + 2 * components["c"] + 2
+            )
+            reward = multiplier * weighted / 16
+        live = active[:, None]
+        step_values = np.stack([components[name] for name in WINDOW_MINIMA], axis=1)
+        self.window_min = np.where(live, np.minimum(self.window_min, step_values), self.window_min)
+        failed = (components["nc"] < 1) | (components["dac"] < 1)
+        if self.config.reward == "epdms":
+            failed |= components["tlc"] < 1
+        elapsed = t - HISTORY_STEPS
+        terminated = failed & self.config.terminate_on_failure & active
+        limit = (
+            self.episode_steps if self.step_limit is None else np.minimum(self.episode_steps, self.step_limit)
+        )
+        truncated = (elapsed >= limit) & ~terminated & active
+        self.failed |= terminated
+        window_end = active & ((elapsed % WINDOW == 0) | terminated | truncated)
+        result = StepResult(
+            reward * active, terminated, truncated, {k: v * active for k, v in components.items()}
+        )
+        if window_end.any():
+            self._score_windows(np.flatnonzero(window_end))
+        ended = terminated | truncated
+        if ended.any():
+            result.episode_metrics = self._episode_metrics(ended)
+        starting = active & ~ended & (elapsed % WINDOW == 0)
+        if starting.any():
+            self._start_window(np.flatnonzero(starting))
+        return result
+
+    # --- per-step scores ------------------------------------------------------------------------------
+    def _step_scores(self) -> dict[str, np.ndarray]:
+        rows = np.arange(self.n)
+        t = self.time
+        frame = self.agents_now()
+        near = self._nearby_agents(frame)  # collisions and TTC only need the agents near the ego
+        world = self.world()
+        world_near = dataclasses.replace(
+            world,
+            agent_size=self.agent_size[rows[:, None], near],
+            agent_type=self.agent_type[rows[:, None], near],
+        )
+        r = rows[:, None]
+        state = metrics.StepState(
+            self.ego.pose,
+            self.ego.speed,
+            frame.pose[r, near],
+            frame.speed[r, near],
+            frame.valid[r, near],
+            self.light_red[rows, t],
+        )
+        area = metrics.ego_area(world, self.ego.pose)
+        collided = self.collided[r, near]
+        nc, colliding = metrics.collisions(world_near, state, area, collided)
+        collided |= colliding
+        self.collided[r, near] = collided
+        future_pose, future_valid = self._agents_ahead(frame, near)
+        tolerated = self.ttc_tolerated[r, near]
+        ttc = metrics.ttc_ok(
+            world_near,
+            self.ego.pose,
+            self.ego.speed,
+            area,
+            future_pose,
+            future_valid,
+            collided,
+            tolerated=tolerated,
+        )
+        self.ttc_tolerated[r, near] = tolerated
+        red = metrics.red_light_violation(world, self.ego.pose, self.light_red[rows, t])
+        station, lateral, index = metrics.project_to_route(world, self.ego.pose[:, :2], hint=self.route_index)
+        progress = station - self.station
+        self.station, self.lateral, self.route_index = station, lateral, index
+        # DDC: distance driven in oncoming lanes (outside intersections) over the last 1 s
+        self.oncoming_progress = np.roll(self.oncoming_progress, 1, axis=1)
+        self.oncoming_progress[:, 0] = np.where(
+            area.oncoming & ~area.in_intersection, self.ego.speed * DT, 0.0
+        )
+        oncoming = self.oncoming_progress.sum(axis=1)
+        ddc = np.where(oncoming < 2.0, 1.0, np.where(oncoming < 6.0, 0.5, 0.0))
+        # LK: more than 0.5 m off the route centreline for 2 s (intersections skipped)
+        off = (np.abs(lateral) > 0.5) & ~area.in_intersection
+        self.off_centre_steps = np.where(
+            off, self.off_centre_steps + 1, np.where(area.in_intersection, self.off_centre_steps, 0)
+        )
+        lk = (self.off_centre_steps < 20).astype(np.float64)
+        context = self.ego_pose[
+            rows[:, None], np.maximum(t[:, None] - np.arange(COMFORT_CONTEXT - 1, -1, -1), 0)
+        ]
+        comfortable = ~metrics.comfort_violations(context, DT)[:, -1]
+        ep = np.where(
+            self.reference_step > 0, np.clip(progress / np.maximum(self.reference_step, 1e-9), 0.0, 1.0), 1.0
+        )
+        return {
+            "nc": nc.astype(np.float64),
+            "dac": (~area.non_drivable).astype(np.float64),
+            "ddc": ddc,
+            "tlc": (~red).astype(np.float64),
+            "ttc": ttc.astype(np.float64),
+            "ep": ep,
+            "c": comfortable.astype(np.float64),
+            "lk": lk,
+        }
+
+    def _nearby_agents(self, frame: AgentFrame) -> np.ndarray:
+        """Columns ``[N, K]`` of the NEAR_AGENTS valid agents nearest to each ego (any order)."""
+        k = min(NEAR_AGENTS, frame.valid.shape[1])
+        d2 = np.sum((frame.pose[..., :2] - self.ego.pose[:, None, :2]) ** 2, axis=-1)
+        d2[~frame.valid] = np.inf
+        return np.argpartition(d2, k - 1, axis=1)[:, :k]
+
+    def _agents_ahead(self, frame: AgentFrame, near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Agents ``near`` at the TTC offsets ``[N, O, K, 3]``.
+
+        The log's future when replaying it, constant-velocity forecasts otherwise.
+        """
+        offsets = np.round(np.asarray(metrics.TTC_OFFSETS) / DT).astype(np.int64)
+        rows = np.arange(self.n)[:, None]
+        if self.reactive is None and self.config.traffic_model is None:
+            t = np.minimum(self.time[:, None] + offsets, self.max_steps - 1)[:, :, None]
+            cols = near[:, None, :]
+            return self.agent_pose[rows[:, :, None], t, cols], self.agent_valid[rows[:, :, None], t, cols]
+        nearby = AgentFrame(frame.pose[rows, near], frame.speed[rows, near], frame.valid[rows, near])
+        future = constant_velocity_forecast(nearby, offsets * DT)
+        return future.pose, future.valid
+
+    # --- windows --------------------------------------------------------------------------------------
+    def _start_window(self, idx: np.ndarray) -> None:
+        """Fix the progress reference of a new window from the ego's state (an IDM driver on the route)."""
+        reference = reference_progress(self, idx)
+        self.reference_step[idx] = np.where(reference > metrics.PROGRESS_THRESHOLD, reference / WINDOW, 0.0)
+        self.window_start_station[idx] = self.station[idx]
+        self.reference_window[idx] = reference
+        self.window_min[idx] = 1.0
+        self.ttc_tolerated[idx] = False
+        self.oncoming_progress[idx] = 0.0  # NAVSIM scores each plan from its own start
+        self.off_centre_steps[idx] = 0
+        for slot in idx:
+            self.window_ec[slot] = []
+
+    def _score_windows(self, idx: np.ndarray) -> None:
+        """Score the window that just ended in slots ``idx`` like a NAVSIM plan and accumulate it.
+
+        The per-step checks already ran; here they are reduced over the window, and the two
+        trajectory-level sub-metrics (comfort, history comfort) and progress are added.
+        """
+        end = self.time[idx]
+        start = HISTORY_STEPS + ((end - HISTORY_STEPS - 1) // WINDOW) * WINDOW
+        r = idx[:, None]
+        steps = np.minimum(
+            start[:, None] + np.arange(WINDOW + 1), end[:, None]
+        )  # short windows repeat their end
+        poses = self.ego_pose[r, steps]
+        history = self.ego_pose[r, start[:, None] - np.arange(HISTORY_STEPS, 0, -1)]
+        minima = dict(zip(WINDOW_MINIMA, self.window_min[idx].T, strict=True))
+        scores = metrics.SubScores(
+            **minima,
+            ep=np.ones(len(idx)),
+            c=metrics.is_comfortable(poses, DT).astype(np.float64),
+            hc=metrics.is_comfortable(np.concatenate([history, poses], axis=1), DT).astype(np.float64),
+            ec=np.array([np.mean(self.window_ec[s]) if self.window_ec[s] else 1.0 for s in idx]),
+            progress=np.maximum(self.station[idx] - self.window_start_station[idx], 0.0),
+        )
+        progress = np.stack([scores.progress, self.reference_window[idx]], axis=1)
+        multiplier = np.stack([scores.multiplier, np.ones(len(idx))], axis=1)
+        scores.ep = metrics.normalise_progress(progress, multiplier)[:, 0]
+        human = self._human_window_scores(idx, (start - HISTORY_STEPS) // WINDOW)
+        self.pdms_sum[idx] += metrics.pdms(scores)
+        self.epdms_sum[idx] += metrics.epdms(scores, human)
+        self.window_sum[idx] += scores.to_array()
+        self.windows_done[idx] += 1
+
+    def _human_window_scores(self, idx: np.ndarray, window: np.ndarray) -> metrics.SubScores:
+        values = np.stack(
+            [
+                self.slot_assets[s].human[min(w, len(self.slot_assets[s].human) - 1)]
+                for s, w in zip(idx, window, strict=True)
+            ]
+        )  # type: ignore[union-attr]
+        return metrics.SubScores.from_array(values)
+
+    def _episode_metrics(self, ended: np.ndarray) -> dict[str, np.ndarray]:
+        """Episode PDMS/EPDMS and sub-metric means for slots ``ended`` (NaN elsewhere)."""
+        total = np.where(self.failed, np.ceil(self.episode_steps / WINDOW), np.maximum(self.windows_done, 1))
+        out = {
+            "pdms": self.pdms_sum / total,
+            "epdms": self.epdms_sum / total,
+            "progress": self.station - self.episode_start_station,
+            "failed": self.failed.astype(np.float64),
+        }
+        means = self.window_sum / np.maximum(self.windows_done, 1)[:, None]
+        out.update({name: means[:, i] for i, name in enumerate(metrics.SUB_METRICS)})
+        return {key: np.where(ended, value, np.nan) for key, value in out.items()}
+
+    # --- the logged human -----------------------------------------------------------------------------
+    def _score_human(self, scene: Scene, assets: SceneAssets) -> np.ndarray:
+        """Sub-scores ``[W, len(SUB_METRICS)]`` of the logged human in each window (log-replay agents)."""
+        log = scene.log
+        num_windows = max(1, math.ceil(scene.episode_steps / WINDOW))
+        starts = HISTORY_STEPS + WINDOW * np.arange(num_windows)
+        steps = np.minimum(starts[:, None] + np.arange(WINDOW + 1), log.num_steps - 1)
+        stack = RasterStack.of([assets.raster])
+        w = num_windows
+        world = metrics.ScoringWorld(
+            raster=stack,
+            map_index=np.zeros(w, np.int64),
+            route_points=np.broadcast_to(assets.route_points, (w, *assets.route_points.shape)),
+            route_num_points=np.full(w, len(assets.route_points)),
+            agent_size=np.broadcast_to(log.agent_size, (w, *log.agent_size.shape)),
+            agent_type=np.broadcast_to(log.agent_type, (w, *log.agent_type.shape)),
+            light_pose=np.broadcast_to(assets.light_pose, (w, *assets.light_pose.shape)),
+            light_size=np.broadcast_to(assets.light_size, (w, *assets.light_size.shape)),
+        )
+        history = log.ego_pose[starts[:, None] - np.arange(HISTORY_STEPS, 0, -1)]
+        scores = metrics.score_trajectories(
+            world,
+            log.ego_pose[steps].astype(np.float64),
+            log.ego_speed[steps].astype(np.float64),
+            log.agent_pose[steps].astype(np.float64),
+            log.agent_speed[steps].astype(np.float64),
+            log.agent_valid[steps],
+            log.light_state[steps] == LIGHT_RED,
+            ego_history=history.astype(np.float64),
+        )
+        scores.ep = np.ones(w)  # the human is its own reference here; EP is never filtered to 0
+        return np.stack([getattr(scores, name) for name in metrics.SUB_METRICS], axis=1)
+
+
+def _accumulate(total: StepResult, result: StepResult, active: np.ndarray) -> StepResult:
+    """Sum rewards and components of consecutive sub-steps; ends and episode metrics carry over."""
+    total.reward = total.reward + result.reward
+    total.components = {k: total.components[k] + result.components[k] for k in total.components}
+    total.terminated = total.terminated | result.terminated
+    total.truncated = total.truncated | result.truncated
+    for key, value in result.episode_metrics.items():
+        if key in total.episode_metrics:
+            total.episode_metrics[key] = np.where(np.isnan(value), total.episode_metrics[key], value)
+        else:
+            total.episode_metrics[key] = value
+    return total
+
+
+def _poses_from_positions(points: np.ndarray) -> np.ndarray:
+    """Poses ``[N, T, 3]`` from positions ``[N, T, 2]``, heading along the path."""
+    delta = np.diff(points, axis=1)
+    heading = np.arctan2(delta[..., 1], delta[..., 0])
+    heading = np.concatenate([heading, heading[:, -1:]], axis=1)
+    return np.concatenate([points, heading[..., None]], axis=-1)
