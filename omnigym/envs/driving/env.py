@@ -236,8 +236,10 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
 
     # --- observations -----------------------------------------------------------------------------------
     def _observe(self, final: bool = False) -> dict[str, Any]:
-        """The observation of every env (``final``: an episode-end observation, which leaves the
-        control-mode experts' plan tracking as it was).
+        """The observation of every env.
+
+        ``final``: an episode-end observation, which leaves the control-mode experts' plan
+        tracking as it was.
         """
         sim, keys = self.sim, self.config.observation.keys
         cfg = self.config.observation

@@ -46,8 +46,9 @@ class MapRaster:
 def _pixel_centres(
     low: np.ndarray, size: int, origin: np.ndarray, resolution: float, span: int
 ) -> tuple[np.ndarray, ...]:
-    """Pixel rows, columns ``[S, span, span]`` from corners ``low`` [S, 2] (clipped to the canvas),
-    and the world x, y of their centres.
+    """Pixel rows, columns ``[S, span, span]`` from corners ``low`` [S, 2], and their centres.
+
+    Indices are clipped to the canvas; centres are world x, y.
     """
     start = np.floor((low - origin) / resolution).astype(np.int64)
     offsets = np.arange(span)

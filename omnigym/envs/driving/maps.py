@@ -11,6 +11,7 @@ randomly rotated, and fits a circle of :data:`FIT_RADIUS`, so it fits the raster
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,6 +65,7 @@ class _Builder:
         self.num_roads = 0
 
     def lane(self, points: np.ndarray, width: float, speed: float, road: int, connector: bool = False) -> int:
+        """Add a lane along ``points`` (resampled every POINT_SPACING m); returns its id."""
         self.points.append(_resample(points))
         self.width.append(width)
         self.speed.append(speed)
@@ -75,11 +77,12 @@ class _Builder:
         """A road block: ``polylines`` ordered left to right become same-direction neighbours."""
         road, self.num_roads = self.num_roads, self.num_roads + 1
         lanes = [self.lane(p, width, speed, road) for p in polylines]
-        for a, b in zip(lanes, lanes[1:]):
+        for a, b in itertools.pairwise(lanes):
             self.right[a], self.left[b] = b, a
         return lanes
 
     def link(self, lane: int, successor: int) -> None:
+        """Make ``successor`` follow ``lane``."""
         self.successors.setdefault(lane, []).append(successor)
 
     def finish(self, rng: np.random.Generator) -> tuple[RoadMap, np.ndarray]:
@@ -95,7 +98,9 @@ class _Builder:
 
         lanes = [place(p) for p in self.points]
         num_points = np.array([len(p) for p in lanes], np.int32)
-        padded = np.stack([np.concatenate([p, np.repeat(p[-1:], num_points.max() - len(p), 0)]) for p in lanes])
+        padded = np.stack(
+            [np.concatenate([p, np.repeat(p[-1:], num_points.max() - len(p), 0)]) for p in lanes]
+        )
         num_lanes = len(lanes)
         num_succ = max([len(s) for s in self.successors.values()], default=1)
         successors = np.full((num_lanes, num_succ), -1, np.int32)
@@ -196,44 +201,65 @@ def _two_way_road(
     """2-4 lanes along ``reference`` (on its right) and 1-3 oncoming lanes on its left."""
     builder = _Builder()
     forward, oncoming = int(rng.integers(2, 5)), int(rng.integers(1, 4))
-    width = float(rng.uniform(3.5, 3.75))
+    width = rng.uniform(3.5, 3.75)
     ahead = [_offset(reference, -(i + 0.5) * width) for i in range(forward)]
     back = [_offset(reference, (j + 0.5) * width)[::-1] for j in range(oncoming)]
     speed = _speed_on(ahead + back, speed)
     lanes = builder.block(ahead, width, speed)
     builder.block(back, width, speed)
-    return builder, [RouteOption(np.array([lane], np.int32), COMMAND_STRAIGHT, f"lane {i}") for i, lane in enumerate(lanes)]
+    return builder, [
+        RouteOption(np.array([lane], np.int32), COMMAND_STRAIGHT, f"lane {i}") for i, lane in enumerate(lanes)
+    ]
 
 
 # --- builders --------------------------------------------------------------------------------------
+def _first_fit(
+    kind: str, rng: np.random.Generator, draw: Callable[[], tuple[_Builder, list[RouteOption]]]
+) -> ProceduralMap:
+    """The first of up to 100 drawn maps that fits the canvas, rotated and centred."""
+    for _ in range(100):
+        builder, routes = draw()
+        if _fits(builder):
+            road_map, groups = builder.finish(rng)
+            return ProceduralMap(kind, road_map, routes, groups, 0)
+    raise RuntimeError(f"could not draw a {kind} map that fits the canvas")  # pragma: no cover
+
+
 def build_straight(rng: np.random.Generator) -> ProceduralMap:
     """A straight road, 320-370 m: 2-4 lanes in the ego direction and 1-3 oncoming lanes."""
     length = rng.uniform(320.0, 370.0)
-    reference = np.array([[0.0, 0.0], [length, 0.0]])
-    builder, routes = _two_way_road(rng, reference, float(rng.uniform(12.5, 16.7)))
-    road_map, groups = builder.finish(rng)
-    return ProceduralMap("straight", road_map, routes, groups, 0)
+    return _first_fit(
+        "straight",
+        rng,
+        lambda: _two_way_road(rng, np.array([[0.0, 0.0], [length, 0.0]]), rng.uniform(12.5, 16.7)),
+    )
 
 
 def build_curve(rng: np.random.Generator) -> ProceduralMap:
-    """A curved road: one arc (radius 80-300 m) or an S-curve, with clothoid transitions."""
-    for _ in range(100):
+    """A curved road, 340-440 m: one arc (radius 80-300 m) or an S-curve, with clothoid transitions."""
+
+    def draw() -> tuple[_Builder, list[RouteOption]]:
         arcs: list[tuple[float, float, float]] = []
         sign = rng.choice([-1.0, 1.0])
-        for _arc in range(1 + int(rng.random() < 0.5)):
+        for _ in range(1 + int(rng.random() < 0.5)):
             radius, ramp = rng.uniform(80.0, 300.0), rng.uniform(20.0, 40.0)
             arc = max(min(rng.uniform(60.0, 180.0), radius * np.pi / 2 - ramp), 10.0)
-            kappa = sign / radius
-            arcs += [(ramp, 0.0, kappa), (arc, kappa, kappa), (ramp, kappa, 0.0)]
+            arcs += [
+                (ramp, 0.0, sign / radius),
+                (arc, sign / radius, sign / radius),
+                (ramp, sign / radius, 0.0),
+            ]
             sign = -sign
         straight = max(rng.uniform(340.0, 440.0) - sum(p[0] for p in arcs), 60.0)
         lead_in = straight * rng.uniform(0.3, 0.7)
         pieces = [(lead_in, 0.0, 0.0), *arcs, (straight - lead_in, 0.0, 0.0)]
-        builder, routes = _two_way_road(rng, _clothoid_line(pieces), float(rng.uniform(13.9, 16.7)))
-        if _fits(builder):
-            road_map, groups = builder.finish(rng)
-            return ProceduralMap("curve", road_map, routes, groups, 0)
-    raise RuntimeError("could not draw a curved road that fits the canvas")  # pragma: no cover
+        return _two_way_road(rng, _clothoid_line(pieces), rng.uniform(13.9, 16.7))
+
+    return _first_fit("curve", rng, draw)
+
+
+def _along_x(x_from: float, x_to: float, y: float) -> np.ndarray:
+    return np.array([[x_from, y], [x_to, y]])
 
 
 def build_merge(rng: np.random.Generator) -> ProceduralMap:
@@ -243,55 +269,47 @@ def build_merge(rng: np.random.Generator) -> ProceduralMap:
     then tapers into it: its successor is the downstream main lane, and the simulator treats the
     taper as a lane end that agents must leave by changing lanes.
     """
-    for _ in range(100):
+
+    def draw() -> tuple[_Builder, list[RouteOption]]:
         builder = _Builder()
-        lanes, width = int(rng.integers(2, 4)), float(rng.uniform(3.5, 3.75))
-        speed = float(rng.uniform(13.9, 16.7))
-        total, upstream = rng.uniform(340.0, 370.0), rng.uniform(90.0, 120.0)
+        lanes, oncoming, width = int(rng.integers(2, 4)), int(rng.integers(2, 4)), rng.uniform(3.5, 3.75)
+        speed = rng.uniform(13.9, 16.7)
+        total, x1 = rng.uniform(340.0, 370.0), rng.uniform(90.0, 120.0)  # merge section from x1 to x2
         parallel, taper = rng.uniform(90.0, 130.0), rng.uniform(40.0, 50.0)
-        x1, x2 = upstream, upstream + parallel + taper
-
-        def main(x_from: float, x_to: float, i: int) -> np.ndarray:
-            return np.array([[x_from, -(i + 0.5) * width], [x_to, -(i + 0.5) * width]])
-
-        oncoming = int(rng.integers(2, 4))
-        builder.block([main(total, 0.0, -1 - j) for j in range(oncoming)], width, speed)
-        up = builder.block([main(0.0, x1, i) for i in range(lanes)], width, speed)
-        ramp_y = -(lanes + 0.5) * width
-        u = np.linspace(0.0, 1.0, int(taper) + 1)
-        merge_lane = np.concatenate(
-            [
-                main(x1, x1 + parallel, lanes)[:1],
-                np.stack([x1 + parallel + u * taper, ramp_y + width * _smoothstep(u)], axis=1),
-            ]
-        )
-        section = builder.block([main(x1, x2, i) for i in range(lanes)] + [merge_lane], width, speed)
-        down = builder.block([main(x2, total, i) for i in range(lanes)], width, speed)
+        x2 = x1 + parallel + taper
+        y = [-(i + 0.5) * width for i in range(lanes + 1)]  # main lanes, then the ramp lane
+        builder.block([_along_x(total, 0.0, (j + 0.5) * width) for j in range(oncoming)], width, speed)
+        up = builder.block([_along_x(0.0, x1, y[i]) for i in range(lanes)], width, speed)
+        u = np.linspace(0.0, 1.0, int(taper) + 1)[:, None]
+        tapering = np.hstack([x1 + parallel + u * taper, y[lanes] + width * _smoothstep(u)])
+        merge_lane = np.concatenate([_along_x(x1, x1, y[lanes])[:1], tapering])
+        section = builder.block([_along_x(x1, x2, y[i]) for i in range(lanes)] + [merge_lane], width, speed)
+        down = builder.block([_along_x(x2, total, y[i]) for i in range(lanes)], width, speed)
         # the ramp: a straight at 15-30 degrees, then a smooth turn onto the main road's heading
         angle, bend, lead = rng.uniform(0.26, 0.52), rng.uniform(40.0, 60.0), rng.uniform(50.0, 70.0)
-        approach = _clothoid_line([(lead, 0.0, 0.0), (bend / 2, 0.0, -2 * angle / bend), (bend / 2, -2 * angle / bend, 0.0)])
-        rot = np.array([[np.cos(angle), np.sin(angle)], [-np.sin(angle), np.cos(angle)]])
-        approach = approach @ rot
-        approach += np.array([x1, ramp_y]) - approach[-1]
-        ramp = builder.block([approach], width, speed)[0]
+        kappa = -2 * angle / bend
+        approach = _clothoid_line([(lead, 0.0, 0.0), (bend / 2, 0.0, kappa), (bend / 2, kappa, 0.0)])
+        approach = approach @ np.array([[np.cos(angle), np.sin(angle)], [-np.sin(angle), np.cos(angle)]])
+        ramp = builder.block([approach + np.array([x1, y[lanes]]) - approach[-1]], width, speed)[0]
         for i in range(lanes):
             builder.link(up[i], section[i])
             builder.link(section[i], down[i])
         builder.link(ramp, section[-1])
         builder.link(section[-1], down[-1])
-        if _fits(builder):
-            break
-    road_map, groups = builder.finish(rng)
-    routes = [
-        RouteOption(np.array([up[i], section[i], down[i]], np.int32), COMMAND_STRAIGHT, f"main lane {i}")
-        for i in range(lanes)
-    ]
-    routes.append(RouteOption(np.array([ramp, section[-1], down[-1]], np.int32), COMMAND_STRAIGHT, "ramp"))
-    return ProceduralMap("merge", road_map, routes, groups, 0)
+        routes = [
+            RouteOption(np.array([up[i], section[i], down[i]], np.int32), COMMAND_STRAIGHT, f"main lane {i}")
+            for i in range(lanes)
+        ]
+        routes.append(
+            RouteOption(np.array([ramp, section[-1], down[-1]], np.int32), COMMAND_STRAIGHT, "ramp")
+        )
+        return builder, routes
+
+    return _first_fit("merge", rng, draw)
 
 
 def build_intersection(rng: np.random.Generator) -> ProceduralMap:
-    """A signalised 4-way intersection: arms of 125-160 m with 1-2 lanes per direction.
+    """A signalised 4-way intersection: arms of 125-160 m with 1-2 lanes per direction, limit 11-14 m/s.
 
     With one lane per direction it serves left, straight and right; with two, the left lane turns
     left or goes straight and the right lane goes straight or turns right. Every connector has a
@@ -307,8 +325,16 @@ def build_intersection(rng: np.random.Generator) -> ProceduralMap:
         n = np.array([-u[1], u[0]])
         length = rng.uniform(125.0, 160.0)
         inner, outer = u * half, u * (half + length)
-        incoming.append(builder.block([np.stack([outer, inner]) + (i + 0.5) * width * n for i in range(lanes)], width, speed))
-        outgoing.append(builder.block([np.stack([inner, outer]) - (i + 0.5) * width * n for i in range(lanes)], width, speed))
+        incoming.append(
+            builder.block(
+                [np.stack([outer, inner]) + (i + 0.5) * width * n for i in range(lanes)], width, speed
+            )
+        )
+        outgoing.append(
+            builder.block(
+                [np.stack([inner, outer]) - (i + 0.5) * width * n for i in range(lanes)], width, speed
+            )
+        )
         axes.append(arm * np.pi / 2)
     moves = {0: [(COMMAND_LEFT, 0), (COMMAND_STRAIGHT, 0)], 1: [(COMMAND_STRAIGHT, 1), (COMMAND_RIGHT, 1)]}
     if lanes == 1:
@@ -329,7 +355,9 @@ def build_intersection(rng: np.random.Generator) -> ProceduralMap:
                 builder.link(src, conn)
                 builder.link(conn, dst)
                 builder.lights.append((conn, arm))
-                routes.append(RouteOption(np.array([src, conn, dst], np.int32), command, f"arm {arm} {names[command]}"))
+                routes.append(
+                    RouteOption(np.array([src, conn, dst], np.int32), command, f"arm {arm} {names[command]}")
+                )
     builder.quads.append(np.array([[half, half], [-half, half], [-half, -half], [half, -half]]))
     road_map, groups = builder.finish(rng)
     return ProceduralMap("intersection", road_map, routes, groups, 4)
@@ -382,19 +410,24 @@ class LaneGeometry:
             base=base,
             first=first,
             last=first + counts - 1,
-            arc=np.concatenate([a + b for a, b in zip(arcs, base)]),
+            arc=np.concatenate([a + b for a, b in zip(arcs, base, strict=True)]),
             xy=np.concatenate(xys),
             heading=np.concatenate(headings),
         )
 
     def pose(self, lane: np.ndarray, station: np.ndarray, lateral: np.ndarray | float = 0.0) -> np.ndarray:
-        """World ``(x, y, heading)`` ``[..., 3]`` of Frenet points: ``lateral`` metres left of lane
-        ``lane`` at ``station`` metres from its start (clipped to the lane)."""
+        """World ``(x, y, heading)`` ``[..., 3]`` of Frenet points (broadcast shapes ``[...]``).
+
+        A point lies ``lateral`` metres left of lane ``lane`` at ``station`` metres from its start
+        (clipped to the lane); the heading is the lane's tangent there.
+        """
         lane = np.asarray(lane)
         station = np.clip(station, 0.0, self.length[lane])
         index = np.searchsorted(self.arc, self.base[lane] + station, side="right") - 1
         index = np.clip(index, self.first[lane], self.last[lane] - 1)
-        frac = (self.base[lane] + station - self.arc[index]) / np.maximum(self.arc[index + 1] - self.arc[index], 1e-9)
+        frac = (self.base[lane] + station - self.arc[index]) / np.maximum(
+            self.arc[index + 1] - self.arc[index], 1e-9
+        )
         frac = frac[..., None]
         xy = self.xy[index] * (1 - frac) + self.xy[index + 1] * frac
         heading = self.heading[index] * (1 - frac[..., 0]) + self.heading[index + 1] * frac[..., 0]

@@ -10,6 +10,7 @@ caching in memory and, optionally, on disk.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from omnigym.envs.driving.lane_network import LaneNetwork
 from omnigym.envs.driving.maps import BUILDERS, ProceduralMap, RouteOption
 from omnigym.envs.driving.scene import (
     AGENT_STATIC,
@@ -40,9 +42,10 @@ from omnigym.envs.driving.scene import (
     load_scene,
     save_scene,
 )
-from omnigym.envs.driving.traffic import LaneNetwork, LightCycle, TrafficAgents, light_states, simulate
+from omnigym.envs.driving.traffic import LightCycle, light_states
+from omnigym.envs.driving.traffic_sim import TrafficAgents, simulate
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 """Bump when generation changes, so on-disk caches of older scenes are not reused."""
 SPLIT_OFFSETS = {"train": 0, "val": 1_000_000, "test": 2_000_000}
 """First scene id of each split; a split holds at most 1,000,000 ids."""
@@ -55,6 +58,8 @@ ROUTE_MARGIN = 20.0
 """Metres of route left after driving the whole log at the speed limit."""
 MIN_SPEED_LIMIT = 6.0
 """m/s; a map whose route would need slower limits to last the episode raises instead."""
+MAX_EPISODE_SECONDS = 24.0
+"""The longest episode every map kind can hold at MIN_SPEED_LIMIT (the shortest intersection route)."""
 VEHICLE_SPACING = 14.0
 """Minimum metres between spawned vehicle centres on a lane."""
 FLOW_SPACING = 22.0
@@ -79,8 +84,10 @@ class SceneConfig:
             raise ValueError(f"num_agents must be an int >= 0, got {self.num_agents!r}")
         if not isinstance(self.num_static, int) or self.num_static < 0:
             raise ValueError(f"num_static must be an int >= 0, got {self.num_static!r}")
-        if not (DT <= float(self.episode_seconds) <= 30.0):
-            raise ValueError(f"episode_seconds must be in [{DT}, 30], got {self.episode_seconds!r}")
+        if not (DT <= float(self.episode_seconds) <= MAX_EPISODE_SECONDS):
+            raise ValueError(
+                f"episode_seconds must be in [{DT}, {MAX_EPISODE_SECONDS}], got {self.episode_seconds!r}"
+            )
         unknown = set(self.kinds) - set(BUILDERS)
         if unknown or not self.kinds:
             raise ValueError(f"kinds must name map kinds among {sorted(BUILDERS)}, got {sorted(self.kinds)}")
@@ -149,7 +156,8 @@ def generate_scene(scene_id: int, config: SceneConfig | None = None) -> Scene:
         if attempt < 3:
             agents = _without(agents, touching)
     result.valid[:, touching] = False
-    used = np.flatnonzero(result.valid.any(axis=0)[1:]) + 1  # reserves that never entered are dropped
+    ever: np.ndarray = np.any(result.valid, axis=0)
+    used = np.flatnonzero(ever[1:]) + 1  # reserves that never entered are dropped
     log = TrafficLog(
         agent_pose=result.pose[:, used].astype(np.float32),
         agent_speed=np.where(result.valid[:, used], result.speed[:, used], 0.0).astype(np.float32),
@@ -203,13 +211,20 @@ def _signal_plan(
     config: SceneConfig,
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """Light states ``[T, K]``: the ego's approach turns green 6 s before to 1 s after the ego would
-    reach the stop line at 70 % of the speed limit (so most egos cross; some stop at yellow)."""
+    """Light states ``[T, K]``, timed so that most egos cross and some stop at yellow.
+
+    The ego's approach turns green 6 s before to 1 s after the ego would reach the stop line at
+    70 % of the speed limit.
+    """
     road_map, cycle = built.road_map, LightCycle()
     if not len(road_map.light_lane):
         return np.zeros((config.num_steps, 0), np.int8)
     ego_lights = np.flatnonzero(np.isin(road_map.light_lane, option.lanes))
-    group = int(built.light_group[ego_lights[0]]) if len(ego_lights) else int(rng.integers(built.num_light_groups))
+    group = (
+        int(built.light_group[ego_lights[0]])
+        if len(ego_lights)
+        else int(rng.integers(built.num_light_groups))
+    )
     arrival = (network.length[option.lanes[0]] - ego_station) / (0.7 * network.limit[option.lanes[0]])
     green_at = arrival + rng.uniform(-6.0, 1.0)  # the ego arrives on green or shortly before it
     offset = group * cycle.phase - green_at
@@ -224,7 +239,13 @@ def _vehicle_sizes(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np
     return length, width
 
 
-def _parked(built: ProceduralMap, network: LaneNetwork, option: RouteOption, config: SceneConfig, rng: np.random.Generator) -> list:
+def _parked(
+    built: ProceduralMap,
+    network: LaneNetwork,
+    option: RouteOption,
+    config: SceneConfig,
+    rng: np.random.Generator,
+) -> list[tuple[int, float, float]]:
     """``(lane, station, lateral)`` of static objects: on the kerb side of lanes off the route."""
     road_map = built.road_map
     lanes = [
@@ -285,15 +306,21 @@ def _spawn(
 def _slots(
     road_map: RoadMap, network: LaneNetwork, ego: tuple[int, float], rng: np.random.Generator
 ) -> list[tuple[int, float]]:
-    """Candidate vehicle positions: lanes cut into equal slots of at least FLOW_SPACING m (twice that
-    ahead of the ego on its lane, so it is not stuck in a long queue), one random position per slot,
-    at least VEHICLE_SPACING m apart; none on connectors or lane drops."""
+    """Candidate vehicle positions ``(lane, station)``, at least VEHICLE_SPACING m apart.
+
+    Lanes (not connectors, and not past a lane drop) are cut into equal slots of at least
+    FLOW_SPACING m with one random position each. Slots are twice as long on ramps (lane drops and
+    the lanes into them) and ahead of the ego on its lane, so merges do not jam and the ego is not
+    stuck in a long queue.
+    """
     slots = []
+    drops = np.isfinite(network.leave_by)
     for lane in np.flatnonzero(~road_map.lane_is_connector):
         end = min(network.length[lane], network.leave_by[lane] - 10.0) - 5.0
-        pieces = [(5.0, end, FLOW_SPACING)]
+        ramp = drops[lane] or any(drops[s] for s in network.successors[lane] if s >= 0)
+        pieces = [(5.0, end, FLOW_SPACING * (2 if ramp else 1))]
         if lane == ego[0]:
-            pieces = [(5.0, ego[1], FLOW_SPACING), (ego[1], end, 2 * FLOW_SPACING)]
+            pieces = [(5.0, ego[1], pieces[0][2]), (ego[1], end, 2 * FLOW_SPACING)]
         for start, stop, spacing in pieces:
             if stop <= start:
                 continue
@@ -392,7 +419,9 @@ def _read_index(directory: str | Path) -> tuple[Path, dict[str, Any]]:
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ValueError(f"{path} is not a scene set index: {exc!r}") from exc
     if index.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: scene format {index.get('format_version')}, this omnigym reads {FORMAT_VERSION}")
+        raise ValueError(
+            f"{path}: scene format {index.get('format_version')}, this omnigym reads {FORMAT_VERSION}"
+        )
     if missing:
         raise FileNotFoundError(f"{path} lists scene files that do not exist: {missing[:5]}")
     return directory, index
@@ -405,8 +434,9 @@ class SceneSource:
     Procedural: ``SceneSource(split, num_scenes, config, cache_dir=...)`` serves the first
     ``num_scenes`` ids of ``split``. With ``cache_dir``, generated scenes are also written to
     ``cache_dir/scenes-<key>/<id>.npz`` (``key`` hashes the config, the scene format and
-    GENERATOR_VERSION) and read back by later runs. :meth:`from_directory` serves a saved set.
-    The in-memory cache keeps the ``memory_cache_size`` most recently used scenes.
+    GENERATOR_VERSION) and read back by later runs. :meth:`from_directory` serves a saved set
+    (``config`` is then the set's, or None). The in-memory cache keeps the ``memory_cache_size``
+    most recently used scenes.
     """
 
     def __init__(
@@ -418,22 +448,23 @@ class SceneSource:
         cache_dir: str | Path | None = None,
         memory_cache_size: int = 256,
     ) -> None:
-        self.config = config or SceneConfig()
+        procedural = config or SceneConfig()
+        self.config: SceneConfig | None = procedural
         self._ids = split_scene_ids(split, num_scenes)
-        self._files: dict[int, Path] = {}
-        self.cache_path = Path(cache_dir) / f"scenes-{self.config.key()}" if cache_dir is not None else None
+        self.cache_path = Path(cache_dir) / f"scenes-{procedural.key()}" if cache_dir is not None else None
         self._memory: OrderedDict[int, Scene] = OrderedDict()
         self._memory_size = memory_cache_size
-        self._make: Callable[[int], Scene] = self._generate_or_read
+        self._make: Callable[[int], Scene] = functools.partial(self._generate_or_read, config=procedural)
 
     @classmethod
     def from_directory(cls, directory: str | Path, *, memory_cache_size: int = 256) -> SceneSource:
         """Serve the scenes of a saved :class:`SceneSet`, in its order, loading each on first use."""
         directory, index = _read_index(directory)
         source = cls(num_scenes=0, memory_cache_size=memory_cache_size)
+        source.config = SceneConfig(**index["config"]) if index.get("config") else None
         source._ids = [int(e["id"]) for e in index["scenes"]]
-        source._files = {int(e["id"]): directory / e["file"] for e in index["scenes"]}
-        source._make = lambda scene_id: load_scene(source._files[scene_id])
+        files = {int(e["id"]): directory / e["file"] for e in index["scenes"]}
+        source._make = lambda scene_id: load_scene(files[scene_id])
         return source
 
     def __len__(self) -> int:
@@ -458,16 +489,16 @@ class SceneSource:
             self._memory.popitem(last=False)
         return scene
 
-    def _generate_or_read(self, scene_id: int) -> Scene:
+    def _generate_or_read(self, scene_id: int, config: SceneConfig) -> Scene:
         if self.cache_path is None:
-            return generate_scene(scene_id, self.config)
+            return generate_scene(scene_id, config)
         path = self.cache_path / f"{scene_id}.npz"
         if path.is_file():
             try:
                 return load_scene(path)
             except (ValueError, OSError):
                 pass  # a damaged cache file is regenerated below
-        scene = generate_scene(scene_id, self.config)
+        scene = generate_scene(scene_id, config)
         # a private temporary name, then an atomic rename: parallel workers never see half a file
         tmp = save_scene(scene, self.cache_path / f".{scene_id}.{os.getpid()}.{uuid.uuid4().hex}.npz")
         os.replace(tmp, path)
