@@ -1,16 +1,18 @@
 """omnigym's batched driving env vs highway-env: simulated seconds per wall-clock second.
 
 Like with like: both simulate about 50 vehicles per scene. omnigym runs 64 scenes as one
-``DrivingVectorEnv`` (vector observations; again with the 64x64 BEV raster; and in plan mode,
-where one step drives 0.5 s); highway-env runs ``highway-v0`` in its default configuration
-(50 vehicles, 15 Hz physics, one decision per simulated second), one env as its users run it.
-Both take random actions; resets are included in the timings.
+``DrivingVectorEnv``: direct control with vector observations, again with the 64x64 BEV raster,
+plan mode (one step drives 0.5 s) and reactive traffic; each with a route-following cruise driver
+(episodes run their course, as under a policy that drives) and with random actions (episodes end
+within a few seconds, so resets dominate). highway-env runs ``highway-v0`` in its default
+configuration (50 vehicles, 15 Hz physics, one decision per simulated second), one env as its
+users run it, with random actions. Resets are included in all timings.
 
 Scenes are generated (and cached on disk) before timing: like NAVSIM's logs they are data the
 simulator reads, not part of stepping. The generation cost is reported separately.
 
-Last line: one JSON object; ``ratio`` = omnigym simulated s/s (control mode, vector obs) /
-highway-env simulated s/s.
+Last line: one JSON object; ``ratio`` = omnigym simulated s/s (control mode, vector obs, cruise
+driver) / highway-env simulated s/s; ``ratio_<run>`` the same for the other runs.
 
 Usage: ``omnigym bench driving_throughput [--quick]``
 """
@@ -45,20 +47,62 @@ def _omnigym_env(env_id: str, cache_dir: str, **kwargs: Any) -> Any:
     )
 
 
-def measure_omnigym(env_id: str, seconds: float, cache_dir: str, **kwargs: Any) -> dict[str, float]:
-    """Random-action stepping of 64 envs for about ``seconds`` of wall time."""
+def cruise_actions(obs: dict[str, np.ndarray], plan_mode: bool) -> np.ndarray:
+    """A route-following driver computed from the observations (speed, steering, route points).
+
+    Pure pursuit on the ``route`` key toward 80 % of the speed limit; in plan mode, the route
+    points at the distances it would cover. Cheap, so the timing is the env's.
+    """
+    state, route = obs["state"], obs["route"]
+    speed, steer, limit = state[:, 0], state[:, 2], state[:, 6]
+    xy = route[..., :2]
+    arc = np.cumsum(
+        np.linalg.norm(np.diff(np.concatenate([np.zeros_like(xy[:, :1]), xy], axis=1), axis=1), axis=-1),
+        axis=1,
+    )
+    rows = np.arange(len(speed))[:, None]
+    if plan_mode:
+        target = 0.8 * limit[:, None] * np.arange(1, 9)[None] * 0.5  # metres along the route at 0.5 s .. 4 s
+        index = np.clip(np.sum(arc[:, None, :] < target[..., None], axis=-1), 0, arc.shape[1] - 1)
+        plan = np.zeros((len(speed), 8, 3))
+        plan[..., :2] = xy[rows, index]
+        return plan
+    lookahead = np.maximum(5.0, 0.8 * speed)
+    index = np.clip(np.sum(arc < lookahead[:, None], axis=1), 0, arc.shape[1] - 1)
+    goal = xy[rows[:, 0], index]
+    curvature = 2 * goal[:, 1] / np.maximum(np.sum(goal**2, axis=1), 1.0)
+    steer_rate = (np.arctan(curvature * 3.09) - steer) / 0.2
+    accel = 1.0 * (0.8 * limit - speed)
+    return np.stack([accel, steer_rate], axis=1)
+
+
+def measure_omnigym(
+    env_id: str, seconds: float, cache_dir: str, *, random: bool, **kwargs: Any
+) -> dict[str, float]:
+    """64 envs stepped for about ``seconds`` of wall time (only ``step`` is timed).
+
+    Actions: random, or the route-following cruise driver.
+    """
     envs = _omnigym_env(env_id, cache_dir, **kwargs)
-    envs.reset(seed=0)
+    plan_mode = envs.unwrapped.config.action_mode == "plan"
+    obs, _ = envs.reset(seed=0)
     envs.action_space.seed(0)
-    actions = [envs.action_space.sample() for _ in range(32)]
+    samples = [envs.action_space.sample() for _ in range(32)]
+
+    def act(step: int) -> np.ndarray:
+        return samples[step % len(samples)] if random else cruise_actions(obs, plan_mode)
+
     # the first episodes build each scene's rasters: warm them before timing
     for i in range(20):
-        envs.step(actions[i % len(actions)])
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        envs.step(actions[steps % len(actions)])
+        obs = envs.step(act(i))[0]
+    steps, wall, ends = 0, 0.0, 0
+    while wall < seconds:
+        action = act(steps)
+        start = time.perf_counter()
+        obs, _, terminated, truncated, _ = envs.step(action)
+        wall += time.perf_counter() - start
+        ends += int(np.sum(terminated | truncated))
         steps += 1
-    wall = time.perf_counter() - start
     step_seconds = (
         0.1 * envs.unwrapped.config.replan_every if envs.unwrapped.config.action_mode == "plan" else 0.1
     )
@@ -68,6 +112,7 @@ def measure_omnigym(env_id: str, seconds: float, cache_dir: str, **kwargs: Any) 
         "env_steps_per_s": env_steps / wall,
         "sim_seconds_per_s": env_steps * step_seconds / wall,
         "ms_per_vector_step": 1000 * wall / steps,
+        "episode_ends_per_vector_step": ends / steps,
     }
 
 
@@ -126,38 +171,41 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache_dir:
         generation = scene_generation_cost(4 if args.quick else 16)
         print(
-            f"scene generation: {generation['ms_per_scene']:.0f} ms/scene, "
-            f"{generation['agents_per_scene']:.0f} agents"
+            f"scene generation: {generation['ms_per_scene']:.0f} ms/scene, {generation['agents_per_scene']:.0f} agents"
         )
-        vector = measure_omnigym("omnigym/Driving-v0", seconds, cache_dir)
-        print(f"omnigym Driving-v0, 64 envs, vector obs: {vector}")
-        raster = measure_omnigym(
-            "omnigym/Driving-v0",
-            seconds,
-            cache_dir,
-            obs_keys=("state", "agents", "route", "lanes", "lights", "image"),
-        )
-        print(f"omnigym Driving-v0, 64 envs, vector obs + 64x64 BEV: {raster}")
-        plan = measure_omnigym("omnigym/DrivingPlan-v0", seconds, cache_dir)
-        print(f"omnigym DrivingPlan-v0, 64 envs, vector obs: {plan}")
-        reactive = measure_omnigym("omnigym/DrivingReactive-v0", seconds, cache_dir)
-        print(f"omnigym DrivingReactive-v0, 64 envs, vector obs: {reactive}")
+        runs = {
+            "control": ("omnigym/Driving-v0", {}),
+            "control_bev": (
+                "omnigym/Driving-v0",
+                {"obs_keys": ("state", "agents", "route", "lanes", "lights", "image")},
+            ),
+            "plan": ("omnigym/DrivingPlan-v0", {}),
+            "reactive": ("omnigym/DrivingReactive-v0", {}),
+        }
+        figures_by_run: dict[str, dict[str, float]] = {}
+        for name, (env_id, kwargs) in runs.items():
+            for random in (False, True):
+                key = f"{name}_random" if random else name
+                figures_by_run[key] = measure_omnigym(env_id, seconds, cache_dir, random=random, **kwargs)
+                print(f"omnigym {key:18s} {env_id}: {figures_by_run[key]}")
     highway = measure_highway(highway_seconds)
-    print(f"highway-env highway-v0 (default config): {highway}")
-    raster_ms = (raster["ms_per_vector_step"] - vector["ms_per_vector_step"]) / NUM_ENVS
-    figures = {
+    print(f"highway-env highway-v0 (default config, random actions): {highway}")
+    peer = highway["sim_seconds_per_s"]
+    raster_ms = (
+        figures_by_run["control_bev"]["ms_per_vector_step"] - figures_by_run["control"]["ms_per_vector_step"]
+    ) / NUM_ENVS
+    figures: dict[str, Any] = {
         "bench": "driving_throughput",
-        "ratio": vector["sim_seconds_per_s"] / highway["sim_seconds_per_s"],
-        "ratio_with_raster": raster["sim_seconds_per_s"] / highway["sim_seconds_per_s"],
-        "ratio_plan_mode": plan["sim_seconds_per_s"] / highway["sim_seconds_per_s"],
-        "ratio_reactive": reactive["sim_seconds_per_s"] / highway["sim_seconds_per_s"],
-        "omnigym_sim_s_per_s": vector["sim_seconds_per_s"],
-        "omnigym_env_steps_per_s": vector["env_steps_per_s"],
-        "omnigym_raster_env_steps_per_s": raster["env_steps_per_s"],
-        "omnigym_plan_sim_s_per_s": plan["sim_seconds_per_s"],
-        "omnigym_reactive_sim_s_per_s": reactive["sim_seconds_per_s"],
+        "ratio": figures_by_run["control"]["sim_seconds_per_s"] / peer,
+        **{
+            f"ratio_{key}": run["sim_seconds_per_s"] / peer
+            for key, run in figures_by_run.items()
+            if key != "control"
+        },
+        **{f"omnigym_{key}_sim_s_per_s": run["sim_seconds_per_s"] for key, run in figures_by_run.items()},
+        **{f"omnigym_{key}_env_steps_per_s": run["env_steps_per_s"] for key, run in figures_by_run.items()},
         "raster_ms_per_env_step": raster_ms,
-        "highway_sim_s_per_s": highway["sim_seconds_per_s"],
+        "highway_sim_s_per_s": peer,
         "highway_env_steps_per_s": highway["env_steps_per_s"],
         "scene_generation_ms": generation["ms_per_scene"],
         "agents_per_scene": generation["agents_per_scene"],
