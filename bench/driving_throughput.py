@@ -171,7 +171,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cache_dir:
         generation = scene_generation_cost(4 if args.quick else 16)
         print(
-            f"scene generation: {generation['ms_per_scene']:.0f} ms/scene, {generation['agents_per_scene']:.0f} agents"
+            f"scene generation: {generation['ms_per_scene']:.0f} ms/scene, "
+            f"{generation['agents_per_scene']:.0f} agents"
         )
         runs = {
             "control": ("omnigym/Driving-v0", {}),
