@@ -32,16 +32,16 @@ NUM_ENVS = 64
 NUM_SCENES = 64
 
 
-def _omnigym_env(env_id: str, cache_dir: str, **kwargs: Any) -> Any:
+def _omnigym_env(env_id: str, cache_dir: str, num_envs: int = NUM_ENVS, **kwargs: Any) -> Any:
     import gymnasium as gym
 
     import omnigym.envs  # noqa: F401  (registers the ids)
 
     return gym.make_vec(
         env_id,
-        num_envs=NUM_ENVS,
+        num_envs=num_envs,
         vectorization_mode="vector_entry_point",
-        num_scenes=NUM_SCENES,
+        num_scenes=max(num_envs, NUM_SCENES),
         cache_dir=cache_dir,
         **kwargs,
     )
@@ -107,7 +107,7 @@ def measure_omnigym(
         0.1 * envs.unwrapped.config.replan_every if envs.unwrapped.config.action_mode == "plan" else 0.1
     )
     envs.close()
-    env_steps = steps * NUM_ENVS
+    env_steps = steps * envs.num_envs
     return {
         "env_steps_per_s": env_steps / wall,
         "sim_seconds_per_s": env_steps * step_seconds / wall,
@@ -182,10 +182,11 @@ def main() -> None:
             ),
             "plan": ("omnigym/DrivingPlan-v0", {}),
             "reactive": ("omnigym/DrivingReactive-v0", {}),
+            "control_256_envs": ("omnigym/Driving-v0", {"num_envs": 256}),  # how it scales (not the ratio)
         }
         figures_by_run: dict[str, dict[str, float]] = {}
         for name, (env_id, kwargs) in runs.items():
-            for random in (False, True):
+            for random in (False, True) if "256" not in name else (False,):
                 key = f"{name}_random" if random else name
                 figures_by_run[key] = measure_omnigym(env_id, seconds, cache_dir, random=random, **kwargs)
                 print(f"omnigym {key:18s} {env_id}: {figures_by_run[key]}")

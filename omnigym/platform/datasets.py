@@ -136,6 +136,7 @@ def collect_dataset(
             dataset_id=dataset_id,
             buffer=buffers,
             env=spec,
+            eval_env=spec,
             observation_space=env.observation_space,
             action_space=env.action_space,
             algorithm_name=policy.name or type(policy).__name__,

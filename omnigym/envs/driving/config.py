@@ -47,6 +47,8 @@ class DrivingConfig:
     image_size: int = 64
     """BEV raster side in pixels."""
     image_meters: float = 64.0
+    image_channels: int = 3
+    """3: road / agents+lights / route+ego channels; 1: one grey composite (docs/envs/driving.md)."""
     """BEV raster side in metres."""
     reward: Literal["pdms", "epdms"] = "pdms"
     """Which score the per-step reward follows (see docs/envs/driving.md)."""
@@ -83,6 +85,8 @@ class DrivingConfig:
             raise ValueError(f"privileged keys {unknown} unknown; choose from {PRIVILEGED}")
         if self.image_size < 8 or self.image_meters <= 0:
             raise ValueError("image_size must be >= 8 pixels and image_meters > 0")
+        if self.image_channels not in (1, 3):
+            raise ValueError(f"image_channels must be 1 or 3, got {self.image_channels}")
         scene_fields = {f.name for f in fields(SceneConfig)}
         bad = sorted(set(self.scene) - scene_fields)
         if bad:

@@ -94,9 +94,11 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         self.max_episode_steps = max_episode_steps
         self.source = scene_source(self.config)
         keys = self.config.observation.keys
-        self._bev = BevConfig(size=self.config.image_size, meters=self.config.image_meters, channels=3)
+        self._bev = BevConfig(
+            size=self.config.image_size, meters=self.config.image_meters, channels=self.config.image_channels
+        )
         self._renderer = BevRenderer(self._bev) if "image" in keys else None
-        needs_map_image = self._renderer is not None or render_mode == "rgb_array"
+        needs_map_image = self._renderer is not None
         self.sim = DrivingSimulator(
             num_envs, self.config, self.source, self._map_image if needs_map_image else None
         )
@@ -360,8 +362,6 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
     def render_slot(self, i: int) -> np.ndarray:
         """A colour frame of env ``i`` for humans."""
         sim = self.sim
-        assets = sim.slot_assets[i]
-        assert assets is not None and assets.map_image is not None
         frame = sim.agents_now()
         state = np.where(sim.light_valid[i], sim.light_state[i, sim.time[i]], -1)
         return render_rgb(

@@ -43,7 +43,7 @@ from omnigym.envs.driving.scene import (
 
 WINDOW = HORIZON_STEPS
 """Steps per scoring window (one NAVSIM horizon)."""
-STEP_COMPONENTS = ("nc", "dac", "ddc", "tlc", "ttc", "ep", "c", "lk")
+STEP_COMPONENTS = ("nc", "dac", "ddc", "tlc", "ttc", "ep", "c", "lk", "ec")
 """Per-step reward components, each in [0, 1] per 0.1 s (summed over the sub-steps of a plan step)."""
 WINDOW_MINIMA = ("nc", "dac", "ddc", "tlc", "ttc", "lk")
 """Sub-metrics whose window score is the minimum of the per-step scores (NAVSIM takes the min
@@ -138,6 +138,7 @@ class DrivingSimulator:
         self.window_start_station = np.zeros(n)
         self.window_ec: list[list[float]] = [[] for _ in range(n)]
         self.previous_plan: np.ndarray | None = None
+        self.plan_ec = np.ones(n)  # two-frame extended comfort of the current plan vs the previous
         self.window_min = np.ones((n, len(WINDOW_MINIMA)))  # running minima of per-step sub-metrics
         self.window_sum = np.zeros((n, len(metrics.SUB_METRICS)))
         self.pdms_sum = np.zeros(n)
@@ -322,6 +323,7 @@ class DrivingSimulator:
         if self.previous_plan is not None:
             ec = metrics.two_frame_extended_comfort(self.previous_plan, poses, self.config.replan_every, DT)
             started = self.time > HISTORY_STEPS  # no previous plan at an episode's first step
+            self.plan_ec = np.where(started, ec, 1.0)
             for slot in np.flatnonzero(started):
                 self.window_ec[slot].append(float(ec[slot]))
         self.previous_plan = poses
@@ -368,8 +370,8 @@ class DrivingSimulator:
         else:
             multiplier = multiplier * components["ddc"] * components["tlc"]
             weighted = (
-                5 * components["ep"] + 5 * components["ttc"] + 2 * components["lk"] + 2 * components["c"] + 2
-            )
+                5 * components["ep"] + 5 * components["ttc"] + 2 * components["lk"] + 2 * components["c"]
+            ) + 2 * components["ec"]
             reward = multiplier * weighted / 16
         live = active[:, None]
         step_values = np.stack([components[name] for name in WINDOW_MINIMA], axis=1)
@@ -470,6 +472,7 @@ class DrivingSimulator:
             "ep": ep,
             "c": comfortable.astype(np.float64),
             "lk": lk,
+            "ec": self.plan_ec.copy(),  # of the plan being driven (1 in control mode)
         }
 
     def _nearby_agents(self, frame: AgentFrame) -> np.ndarray:

@@ -464,3 +464,24 @@ def test_vector_final_obs_is_the_terminal_state_in_plan_mode(driving_kwargs):
         obs, _, terminated, _, info = vector.step(actions)
     assert terminated[0]
     np.testing.assert_array_equal(info["final_obs"][0]["state"], terminal["state"])
+
+
+def test_one_channel_bev_and_bad_channel_count(driving_kwargs):
+    env = DrivingEnv(obs_keys=("state", "image"), image_channels=1, image_size=32, **driving_kwargs)
+    obs, _ = env.reset(seed=0)
+    assert env.observation_space["image"].shape == (32, 32, 1) and obs["image"].shape == (32, 32, 1)
+    assert obs["image"].max() == 255  # the ego
+    with pytest.raises(ValueError, match="image_channels"):
+        DrivingEnv(image_channels=2, **driving_kwargs)
+
+
+def test_extended_comfort_component_follows_plan_consistency(driving_kwargs):
+    env = DrivingEnv(action_mode="plan", privileged=("log_replay",), **driving_kwargs)
+    obs, _ = env.reset(seed=1)
+    for _ in range(3):  # consistent human plans: EC holds on every sub-step
+        obs, _, _, _, info = env.step(obs["log_replay"])
+        assert info[REWARD_COMPONENTS]["ec"] == pytest.approx(5.0)
+    swerve = obs["log_replay"].copy()
+    swerve[:, 0] *= 0.3  # a plan that suddenly brakes hard disagrees with the previous one
+    _, _, _, _, info = env.step(swerve)
+    assert info[REWARD_COMPONENTS]["ec"] < 5.0
