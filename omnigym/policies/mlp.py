@@ -111,6 +111,8 @@ class MLPPolicy(Policy):
             action_space, self.trunk.out_dim, config.log_std_init
         )
         self._gaussian = isinstance(self.head, GaussianHead)
+        # Box actions of any shape (e.g. a [8, 3] plan): the head works on the flat vector
+        self._action_shape: tuple[int, ...] = tuple(action_space.shape) if self._gaussian else ()
         if config.ortho_init:
             orthogonal_init(self.trunk, math.sqrt(2))
             orthogonal_init(self.head, 0.01)
@@ -149,12 +151,16 @@ class MLPPolicy(Policy):
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
         """Sample (or take the mode of) an action per observation; one action part."""
         action, logprob = self.head.sample_with_log_prob(self.distribution(obs), deterministic)
+        if len(self._action_shape) > 1:
+            action = action.reshape(action.shape[0], *self._action_shape)
         logprob = logprob.unsqueeze(-1)
         return PolicyStep(action=action, logprob=logprob, mask=torch.ones_like(logprob, dtype=torch.bool))
 
     def evaluate(self, obs: Obs, actions: Tensor, extras: dict[str, Tensor] | None = None) -> Evaluation:
         """Log-probability and entropy of ``actions``. Shapes: [B, 1]."""
         params = self.distribution(obs)
+        if len(self._action_shape) > 1:
+            actions = actions.reshape(actions.shape[0], -1)
         logprob = self.head.log_prob(params, actions)
         return Evaluation(logprob=logprob.unsqueeze(-1), entropy=self.head.entropy(params).unsqueeze(-1))
 

@@ -26,6 +26,7 @@ OBS_SPACE = spaces.Dict({OBS_STATE: spaces.Box(-np.inf, np.inf, shape=(4,), dtyp
 ACTION_SPACES = {
     "discrete2": spaces.Discrete(2),
     "box3": spaces.Box(-2.0, 2.0, shape=(3,), dtype=np.float32),
+    "box8x3": spaces.Box(-2.0, 2.0, shape=(8, 3), dtype=np.float32),  # e.g. a driving plan
 }
 
 pytestmark = pytest.mark.parametrize("action_kind", list(ACTION_SPACES))
