@@ -112,7 +112,7 @@ class MLPPolicy(Policy):
         )
         self._gaussian = isinstance(self.head, GaussianHead)
         # Box actions of any shape (e.g. a [8, 3] plan): the head works on the flat vector
-        self._action_shape: tuple[int, ...] = tuple(action_space.shape) if self._gaussian else ()
+        self._action_shape: tuple[int, ...] = tuple(action_space.shape or ()) if self._gaussian else ()
         if config.ortho_init:
             orthogonal_init(self.trunk, math.sqrt(2))
             orthogonal_init(self.head, 0.01)
