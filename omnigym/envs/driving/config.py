@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from omnigym.envs.driving.observations import VECTOR_KEYS, ObservationConfig
@@ -109,9 +109,3 @@ class DrivingConfig:
     def scene_config(self) -> SceneConfig:
         """The procedural scene settings."""
         return SceneConfig(**self.scene)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-friendly settings (the traffic model by class name)."""
-        out = asdict(self)
-        out["traffic_model"] = None if self.traffic_model is None else type(self.traffic_model).__name__
-        return out

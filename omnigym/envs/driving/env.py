@@ -19,7 +19,8 @@ from gymnasium.vector.utils import batch_space
 
 from omnigym.envs.driving import planner
 from omnigym.envs.driving.config import DrivingConfig
-from omnigym.envs.driving.controller import PLAN_POSES, PlanTracker, TrackerConfig
+from omnigym.envs.driving.controller import PLAN_POSES, PlanTracker, TrackerConfig, densify_plan
+from omnigym.envs.driving.dynamics import to_ego_frame
 from omnigym.envs.driving.observations import (
     NO_LIGHT_DISTANCE,
     LaneTracker,
@@ -303,7 +304,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
 
     def _describe(self, i: int, frame: Any, light_now: np.ndarray, route_index: np.ndarray) -> str:
         sim = self.sim
-        local = _local_xy(frame.pose[i, :, :2], sim.ego.pose[i])
+        local = to_ego_frame(frame.pose[i : i + 1, :, :2], sim.ego.pose[i : i + 1])[0]
         ahead = np.flatnonzero(sim.light_valid[i] & (sim.light_station[i] > sim.station[i]))
         light_state = light_distance = None
         if len(ahead):
@@ -341,8 +342,6 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         if due.any():
             idx = np.flatnonzero(due)
             if name == "log_replay":
-                from omnigym.envs.driving.controller import densify_plan
-
                 dense = densify_plan(planner.log_replay_plan(self.sim, idx), self.sim.ego.pose[idx])
             else:
                 dense = planner.pdm_closed_plans(self.sim, idx)[1]
@@ -455,9 +454,3 @@ def _per_env(value: Any, num_envs: int) -> list[Any]:
 def _row(obs: dict[str, Any], i: int) -> dict[str, Any]:
     """Env ``i``'s observation out of a batch."""
     return {key: (value[i] if isinstance(value, tuple) else value[i].copy()) for key, value in obs.items()}
-
-
-def _local_xy(points: np.ndarray, pose: np.ndarray) -> np.ndarray:
-    cos, sin = np.cos(pose[2]), np.sin(pose[2])
-    d = points - pose[:2]
-    return np.stack([d[:, 0] * cos + d[:, 1] * sin, -d[:, 0] * sin + d[:, 1] * cos], axis=1)
