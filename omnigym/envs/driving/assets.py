@@ -7,6 +7,7 @@ costs microseconds, so they are built once per scene and kept in a small LRU cac
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,9 +15,24 @@ from typing import Any
 
 import numpy as np
 
-from omnigym.envs.driving.map_raster import DEFAULT_EXTENT, DEFAULT_RESOLUTION, MapRaster, rasterize_map
+from omnigym.envs.driving import metrics
+from omnigym.envs.driving.map_raster import (
+    DEFAULT_EXTENT,
+    DEFAULT_RESOLUTION,
+    MapRaster,
+    RasterStack,
+    rasterize_map,
+)
 from omnigym.envs.driving.observations import LANE_SAMPLE_SPACING
-from omnigym.envs.driving.scene import Scene, light_stop_box, resample_polyline, route_polyline
+from omnigym.envs.driving.scene import (
+    HISTORY_STEPS,
+    HORIZON_STEPS,
+    LIGHT_RED,
+    Scene,
+    light_stop_box,
+    resample_polyline,
+    route_polyline,
+)
 
 ROUTE_SPACING = 1.0
 """Metres between route samples (the metrics and observations index the route by metre)."""
@@ -83,6 +99,42 @@ def _nearest_route_lane(scene: Scene, route: np.ndarray) -> np.ndarray:
         best[closer] = d2[closer]
         lane_of[closer] = int(lane)
     return lane_of
+
+
+def human_window_scores(scene: Scene, assets: SceneAssets, window: int = HORIZON_STEPS) -> np.ndarray:
+    """Sub-scores ``[W, len(SUB_METRICS)]`` of the logged human in each scoring window.
+
+    Windows of ``window`` steps from the episode start, against the log-replay agents: the scores
+    NAVSIM's false-positive filter compares the agent with.
+    """
+    log = scene.log
+    num_windows = max(1, math.ceil(scene.episode_steps / window))
+    starts = HISTORY_STEPS + window * np.arange(num_windows)
+    steps = np.minimum(starts[:, None] + np.arange(window + 1), log.num_steps - 1)
+    w = num_windows
+    world = metrics.ScoringWorld(
+        raster=RasterStack.of([assets.raster]),
+        map_index=np.zeros(w, np.int64),
+        route_points=np.broadcast_to(assets.route_points, (w, *assets.route_points.shape)),
+        route_num_points=np.full(w, len(assets.route_points)),
+        agent_size=np.broadcast_to(log.agent_size, (w, *log.agent_size.shape)),
+        agent_type=np.broadcast_to(log.agent_type, (w, *log.agent_type.shape)),
+        light_pose=np.broadcast_to(assets.light_pose, (w, *assets.light_pose.shape)),
+        light_size=np.broadcast_to(assets.light_size, (w, *assets.light_size.shape)),
+    )
+    history = log.ego_pose[starts[:, None] - np.arange(HISTORY_STEPS, 0, -1)]
+    scores = metrics.score_trajectories(
+        world,
+        log.ego_pose[steps].astype(np.float64),
+        log.ego_speed[steps].astype(np.float64),
+        log.agent_pose[steps].astype(np.float64),
+        log.agent_speed[steps].astype(np.float64),
+        log.agent_valid[steps],
+        log.light_state[steps] == LIGHT_RED,
+        ego_history=history.astype(np.float64),
+    )
+    scores.ep = np.ones(w)  # the human is its own reference here; EP is never filtered to 0
+    return scores.to_array()
 
 
 class AssetCache:

@@ -15,14 +15,13 @@ evaluated on one step, so their return tracks the episode's score.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from omnigym.envs.driving import metrics
 from omnigym.envs.driving.agents import AgentFrame, ReactiveAgents, constant_velocity_forecast
-from omnigym.envs.driving.assets import AssetCache, SceneAssets, build_assets
+from omnigym.envs.driving.assets import AssetCache, SceneAssets, build_assets, human_window_scores
 from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.controller import PlanTracker, TrackerConfig, densify_plan
 from omnigym.envs.driving.dynamics import BicycleLimits, EgoState, bicycle_step, wrap_angle
@@ -155,7 +154,7 @@ class DrivingSimulator:
         assets = build_assets(scene)
         if self.map_image_builder is not None:
             assets.map_image = self.map_image_builder(scene)  # type: ignore[operator]
-        assets.human = self._score_human(scene, assets)
+        assets.human = human_window_scores(scene, assets, WINDOW)
         return assets
 
     def load(self, slot: int, scene: Scene) -> None:
@@ -564,39 +563,6 @@ class DrivingSimulator:
         means = self.window_sum / np.maximum(self.windows_done, 1)[:, None]
         out.update({name: means[:, i] for i, name in enumerate(metrics.SUB_METRICS)})
         return {key: np.where(ended, value, np.nan) for key, value in out.items()}
-
-    # --- the logged human -----------------------------------------------------------------------------
-    def _score_human(self, scene: Scene, assets: SceneAssets) -> np.ndarray:
-        """Sub-scores ``[W, len(SUB_METRICS)]`` of the logged human in each window (log-replay agents)."""
-        log = scene.log
-        num_windows = max(1, math.ceil(scene.episode_steps / WINDOW))
-        starts = HISTORY_STEPS + WINDOW * np.arange(num_windows)
-        steps = np.minimum(starts[:, None] + np.arange(WINDOW + 1), log.num_steps - 1)
-        stack = RasterStack.of([assets.raster])
-        w = num_windows
-        world = metrics.ScoringWorld(
-            raster=stack,
-            map_index=np.zeros(w, np.int64),
-            route_points=np.broadcast_to(assets.route_points, (w, *assets.route_points.shape)),
-            route_num_points=np.full(w, len(assets.route_points)),
-            agent_size=np.broadcast_to(log.agent_size, (w, *log.agent_size.shape)),
-            agent_type=np.broadcast_to(log.agent_type, (w, *log.agent_type.shape)),
-            light_pose=np.broadcast_to(assets.light_pose, (w, *assets.light_pose.shape)),
-            light_size=np.broadcast_to(assets.light_size, (w, *assets.light_size.shape)),
-        )
-        history = log.ego_pose[starts[:, None] - np.arange(HISTORY_STEPS, 0, -1)]
-        scores = metrics.score_trajectories(
-            world,
-            log.ego_pose[steps].astype(np.float64),
-            log.ego_speed[steps].astype(np.float64),
-            log.agent_pose[steps].astype(np.float64),
-            log.agent_speed[steps].astype(np.float64),
-            log.agent_valid[steps],
-            log.light_state[steps] == LIGHT_RED,
-            ego_history=history.astype(np.float64),
-        )
-        scores.ep = np.ones(w)  # the human is its own reference here; EP is never filtered to 0
-        return np.stack([getattr(scores, name) for name in metrics.SUB_METRICS], axis=1)
 
 
 def _accumulate(total: StepResult, result: StepResult, active: np.ndarray) -> StepResult:
