@@ -25,7 +25,12 @@ def space_to_json(space: spaces.Space) -> dict[str, Any]:
     if isinstance(space, spaces.MultiBinary):
         return {"type": "MultiBinary", "n": np.asarray(space.n).tolist()}
     if isinstance(space, spaces.Text):
-        return {"type": "Text", "max_length": space.max_length, "min_length": space.min_length}
+        return {
+            "type": "Text",
+            "max_length": space.max_length,
+            "min_length": space.min_length,
+            "charset": "".join(sorted(space.character_set)),
+        }
     if isinstance(space, spaces.Dict):
         return {"type": "Dict", "spaces": {k: space_to_json(v) for k, v in space.spaces.items()}}
     raise TypeError(f"cannot serialise a {type(space).__name__} space")
@@ -52,7 +57,12 @@ def space_from_json(data: dict[str, Any]) -> spaces.Space:
     if kind == "MultiBinary":
         return spaces.MultiBinary(data["n"])
     if kind == "Text":
-        return spaces.Text(max_length=data["max_length"], min_length=data.get("min_length", 1))
+        charset = data.get("charset")  # absent in files saved before charsets were kept
+        if charset is None:
+            return spaces.Text(max_length=data["max_length"], min_length=data.get("min_length", 1))
+        return spaces.Text(
+            max_length=data["max_length"], min_length=data.get("min_length", 1), charset=charset
+        )
     if kind == "Dict":
         return spaces.Dict({k: space_from_json(v) for k, v in data["spaces"].items()})
     raise ValueError(f"unknown space type {kind!r} in saved config")

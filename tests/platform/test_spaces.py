@@ -16,6 +16,7 @@ SPACES = [
     spaces.MultiDiscrete([3, 4]),
     spaces.MultiBinary(6),
     spaces.Text(max_length=32),
+    spaces.Text(max_length=512, min_length=1, charset="abc .,:()/-0123456789"),  # e.g. the driving text
     spaces.Dict({"state": spaces.Box(-1, 1, (3,)), "text": spaces.Text(16)}),
 ]
 
@@ -24,6 +25,16 @@ SPACES = [
 def test_round_trip_through_strict_json(space):
     text = json.dumps(space_to_json(space), allow_nan=False)  # raises on NaN/Infinity literals
     assert space_from_json(json.loads(text)) == space
+
+
+def test_text_charset_survives_so_saved_policies_accept_the_same_strings():
+    space = spaces.Text(max_length=64, charset="ab .,")
+    again = space_from_json(json.loads(json.dumps(space_to_json(space))))
+    assert again.contains("ab ba, a.") and not again.contains("abc")
+
+
+def test_text_saved_without_a_charset_loads_with_the_default():
+    assert space_from_json({"type": "Text", "max_length": 8}) == spaces.Text(max_length=8)
 
 
 def test_unknown_space_type_is_a_clear_error():
