@@ -37,6 +37,8 @@ from omnigym.envs.driving.simulator import STEP_COMPONENTS, DrivingSimulator, St
 from omnigym.envs.driving.text import describe, text_space
 
 REWARD_COMPONENTS = "reward_components"
+RGB_MAP_CACHE = 16
+"""Scenes whose human-frame maps ``render`` keeps."""
 CONTROL_LOW = np.array([-6.0, -1.0], np.float32)
 CONTROL_HIGH = np.array([3.0, 1.0], np.float32)
 """Control actions: acceleration (m/s²) and steering rate (rad/s)."""
@@ -124,6 +126,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         self._expert_tracker.resize(num_envs)
         self._expert_age = np.zeros(num_envs, np.int64)
         self._started = False
+        self._rgb_maps: dict[int, Any] = {}
 
     # --- spaces -----------------------------------------------------------------------------------------
     def _observation_space(self) -> spaces.Dict:
@@ -369,15 +372,14 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         )  # fmt: skip
 
     def _rgb_map(self, i: int) -> Any:
+        """Env ``i``'s map drawn for human frames (a few recent scenes kept)."""
         scene = self.sim.scenes[i]
         assert scene is not None
-        cache = getattr(self, "_rgb_maps", {})
-        self._rgb_maps = cache
-        if scene.scene_id not in cache:
-            if len(cache) > 16:
-                cache.clear()
-            cache[scene.scene_id] = prerender_map(scene.road_map, scene.route, RGB_CONFIG)
-        return cache[scene.scene_id]
+        if scene.scene_id not in self._rgb_maps:
+            if len(self._rgb_maps) > RGB_MAP_CACHE:
+                self._rgb_maps.clear()
+            self._rgb_maps[scene.scene_id] = prerender_map(scene.road_map, scene.route, RGB_CONFIG)
+        return self._rgb_maps[scene.scene_id]
 
 
 class DrivingEnv(gym.Env):
