@@ -163,7 +163,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="short timings (about 30 s in all)")
+    parser.add_argument("--quick", action="store_true", help="short timings (about 90 s in all)")
     args = parser.parse_args()
     seconds = 3.0 if args.quick else 15.0
     highway_seconds = 6.0 if args.quick else 30.0

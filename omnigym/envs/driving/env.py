@@ -94,7 +94,6 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         self.render_mode = render_mode
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
-        self.max_episode_steps = max_episode_steps
         self.source = scene_source(self.config)
         keys = self.config.observation.keys
         self._bev = BevConfig(

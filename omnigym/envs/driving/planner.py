@@ -16,7 +16,7 @@ from omnigym.envs.driving import metrics
 from omnigym.envs.driving.agents import AgentFrame, constant_velocity_forecast
 from omnigym.envs.driving.assets import ROUTE_SPACING
 from omnigym.envs.driving.controller import PLAN_POSES, STEPS_PER_POSE, PlanTracker, TrackerConfig
-from omnigym.envs.driving.dynamics import EgoState, bicycle_step, to_ego_frame
+from omnigym.envs.driving.dynamics import bicycle_step, to_ego_frame
 from omnigym.envs.driving.scene import DT, EGO_LENGTH, HORIZON_STEPS, LIGHT_RED, LIGHT_YELLOW
 from omnigym.envs.driving.traffic import IDMParams
 
@@ -277,13 +277,3 @@ def log_replay_plan(sim: DrivingSimulator, idx: np.ndarray) -> np.ndarray:
     local = to_ego_frame(poses[..., :2], sim.ego.pose[idx])
     heading = np.unwrap(poses[..., 2] - sim.ego.pose[idx, 2:3], axis=1)
     return np.concatenate([local, heading[..., None]], axis=-1)
-
-
-def tracking_controls(sim: DrivingSimulator, dense: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """Controls ``[n, 2]`` (acceleration, steering rate) that start following dense plans ``[n, 41, 2]``."""
-    tracker = PlanTracker(sim.limits, TrackerConfig())
-    tracker.resize(len(idx))
-    tracker.set_plan(np.arange(len(idx)), dense)
-    ego: EgoState = sim.ego.take(idx)
-    accel, steer_rate = tracker.command(ego)
-    return np.stack([accel, steer_rate], axis=1)

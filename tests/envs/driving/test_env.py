@@ -6,6 +6,7 @@ import pytest
 from gymnasium import spaces
 
 import omnigym  # noqa: F401  (registers the env ids)
+from omnigym.envs.driving.agents import AgentFrame
 from omnigym.envs.driving.dynamics import to_ego_frame
 from omnigym.envs.driving.env import REWARD_COMPONENTS, DrivingEnv, DrivingVectorEnv
 from omnigym.envs.driving.scene import EGO_LENGTH, HISTORY_STEPS
@@ -485,3 +486,32 @@ def test_extended_comfort_component_follows_plan_consistency(driving_kwargs):
     swerve[:, 0] *= 0.3  # a plan that suddenly brakes hard disagrees with the previous one
     _, _, _, _, info = env.step(swerve)
     assert info[REWARD_COMPONENTS]["ec"] < 5.0
+
+
+class _FrozenTraffic:
+    """A TrafficModel that holds every agent where the episode found it, recording its calls."""
+
+    def __init__(self):
+        self.resets, self.plans, self.frame = [], [], None
+
+    def reset(self, slots, frames, size):
+        self.resets.append(list(slots))
+        self.frame = AgentFrame(frames.pose.copy(), np.zeros_like(frames.speed), frames.valid.copy())
+
+    def step(self, ego_pose, ego_speed, plan):
+        self.plans.append(None if plan is None else plan.shape)
+        return self.frame
+
+
+def test_traffic_model_hook_moves_the_agents(driving_kwargs):
+    model = _FrozenTraffic()
+    env = DrivingEnv(action_mode="plan", traffic_model=model, privileged=("log_replay",), **driving_kwargs)
+    obs, _ = env.reset(seed=0)
+    assert model.resets == [[0]]
+    start = env.simulator.agents_now()
+    for _ in range(2):
+        obs, *_ = env.step(obs["log_replay"])
+    assert model.plans == [(1, 41, 2)] * 10  # once per 0.1 s, with the dense plan being driven
+    now = env.simulator.agents_now()  # the model's frame replaced the log's moving agents
+    np.testing.assert_array_equal(now.pose[now.valid], start.pose[start.valid])
+    assert np.all(now.speed == 0)
