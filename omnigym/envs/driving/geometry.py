@@ -2,22 +2,72 @@
 
 NAVSIM intersects shapely polygons one pair at a time. Every footprint here is an oriented box
 (or a segment, a box of zero length), so the separating-axis theorem gives an exact, closed-form
-test that broadcasts over any batch shape: thousands of pairs cost a handful of array operations.
+test: compiled once (numba), called pair by pair from the per-step kernels and broadcast as a
+ufunc over any batch shape.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, vectorize
 
-SMALL_BATCH = 256
-"""Pair counts up to which :func:`obb_overlap` tests every pair exactly, without pruning."""
+
+@njit(cache=True)
+def box_overlap(
+    x_a: float,
+    y_a: float,
+    heading_a: float,
+    length_a: float,
+    width_a: float,
+    x_b: float,
+    y_b: float,
+    heading_b: float,
+    length_b: float,
+    width_b: float,
+) -> bool:
+    """Whether two oriented boxes intersect (touching counts): the scalar separating-axis test.
+
+    Compiled, so the per-step kernels call it pair by pair; :func:`obb_overlap` broadcasts it.
+    """
+    dx, dy = x_b - x_a, y_b - y_a
+    reach = (length_a + width_a + length_b + width_b) / 2  # >= the sum of the circumradii
+    if dx * dx + dy * dy > reach * reach:
+        return False
+    cos_a, sin_a = np.cos(heading_a), np.sin(heading_a)
+    cos_b, sin_b = np.cos(heading_b), np.sin(heading_b)
+    # |cos|, |sin| of the relative heading: how each box's axes project onto the other's
+    cos_rel = abs(cos_a * cos_b + sin_a * sin_b)
+    sin_rel = abs(sin_a * cos_b - cos_a * sin_b)
+    half_la, half_wa, half_lb, half_wb = length_a / 2, width_a / 2, length_b / 2, width_b / 2
+    # the boxes are apart iff the centre distance projected on one of the four edge normals
+    # exceeds the sum of the two projected half-extents
+    if abs(dx * cos_a + dy * sin_a) > half_la + half_lb * cos_rel + half_wb * sin_rel:
+        return False
+    if abs(-dx * sin_a + dy * cos_a) > half_wa + half_lb * sin_rel + half_wb * cos_rel:
+        return False
+    if abs(dx * cos_b + dy * sin_b) > half_lb + half_la * cos_rel + half_wa * sin_rel:
+        return False
+    return abs(-dx * sin_b + dy * cos_b) <= half_wb + half_la * sin_rel + half_wa * cos_rel
+
+
+@vectorize(["b1(f8, f8, f8, f8, f8, f8, f8, f8, f8, f8)"], cache=True)
+def _box_overlap_ufunc(
+    x_a: float,
+    y_a: float,
+    heading_a: float,
+    length_a: float,
+    width_a: float,
+    x_b: float,
+    y_b: float,
+    heading_b: float,
+    length_b: float,
+    width_b: float,
+) -> bool:
+    return box_overlap(x_a, y_a, heading_a, length_a, width_a, x_b, y_b, heading_b, length_b, width_b)
 
 
 def obb_overlap(pose_a: np.ndarray, size_a: np.ndarray, pose_b: np.ndarray, size_b: np.ndarray) -> np.ndarray:
     """Whether oriented boxes A and B intersect (touching counts, as shapely's ``intersects``).
-
-    Bounding circles rule out distant pairs first; the exact separating-axis test then runs only
-    on the few pairs left, so a batch costs about as much as a distance check.
 
     Args:
         pose_a: ``[..., 3]`` centre x, y and heading of box A.
@@ -29,47 +79,21 @@ def obb_overlap(pose_a: np.ndarray, size_a: np.ndarray, pose_b: np.ndarray, size
     Returns:
         ``[...]`` bool, the broadcast shape of the inputs without the last axis.
     """
-    shape = np.broadcast_shapes(pose_a.shape[:-1], size_a.shape[:-1], pose_b.shape[:-1], size_b.shape[:-1])
-    if np.prod(shape) <= SMALL_BATCH:  # pruning would cost more than it saves
-        return np.broadcast_to(_separating_axis_overlap(pose_a, size_a, pose_b, size_b), shape)
-    reach = (np.hypot(size_a[..., 0], size_a[..., 1]) + np.hypot(size_b[..., 0], size_b[..., 1])) / 2
-    dx = pose_b[..., 0] - pose_a[..., 0]
-    dy = pose_b[..., 1] - pose_a[..., 1]
-    index = np.nonzero(np.broadcast_to(dx * dx + dy * dy <= reach * reach, shape))
-    out = np.zeros(shape, bool)
-    if index[0].size:
-        out[index] = _separating_axis_overlap(*(gather(x, index) for x in (pose_a, size_a, pose_b, size_b)))
-    return out
-
-
-def gather(array: np.ndarray, index: tuple[np.ndarray, ...]) -> np.ndarray:
-    """Rows of ``array [..., C]`` at ``index`` into the shape it broadcasts to: ``[n, C]`` (or ``[C]``).
-
-    Broadcast axes (missing, or of size 1) are read at 0 instead of materialising the broadcast.
-    """
-    index = index[len(index) - (array.ndim - 1) :]
-    return array[tuple(0 if size == 1 else i for i, size in zip(index, array.shape[:-1], strict=True))]
-
-
-def _separating_axis_overlap(
-    pose_a: np.ndarray, size_a: np.ndarray, pose_b: np.ndarray, size_b: np.ndarray
-) -> np.ndarray:
-    """The exact test on broadcastable poses ``[..., 3]`` and sizes ``[..., 2]``."""
-    half_la, half_wa = size_a[..., 0] / 2, size_a[..., 1] / 2
-    half_lb, half_wb = size_b[..., 0] / 2, size_b[..., 1] / 2
-    cos_a, sin_a = np.cos(pose_a[..., 2]), np.sin(pose_a[..., 2])
-    cos_b, sin_b = np.cos(pose_b[..., 2]), np.sin(pose_b[..., 2])
-    dx, dy = pose_b[..., 0] - pose_a[..., 0], pose_b[..., 1] - pose_a[..., 1]
-    # |cos|, |sin| of the relative heading: how each box's axes project onto the other's
-    cos_rel = np.abs(cos_a * cos_b + sin_a * sin_b)
-    sin_rel = np.abs(sin_a * cos_b - cos_a * sin_b)
-    # separating axis theorem: the boxes are apart iff the centre distance projected on one of
-    # the four edge normals exceeds the sum of the two projected half-extents
-    apart = np.abs(dx * cos_a + dy * sin_a) > half_la + half_lb * cos_rel + half_wb * sin_rel
-    apart |= np.abs(-dx * sin_a + dy * cos_a) > half_wa + half_lb * sin_rel + half_wb * cos_rel
-    apart |= np.abs(dx * cos_b + dy * sin_b) > half_lb + half_la * cos_rel + half_wa * sin_rel
-    apart |= np.abs(-dx * sin_b + dy * cos_b) > half_wb + half_la * sin_rel + half_wa * cos_rel
-    return ~apart
+    pose_a, size_a, pose_b, size_b = (np.asarray(x, np.float64) for x in (pose_a, size_a, pose_b, size_b))
+    return np.asarray(
+        _box_overlap_ufunc(
+            pose_a[..., 0],
+            pose_a[..., 1],
+            pose_a[..., 2],
+            size_a[..., 0],
+            size_a[..., 1],
+            pose_b[..., 0],
+            pose_b[..., 1],
+            pose_b[..., 2],
+            size_b[..., 0],
+            size_b[..., 1],
+        )
+    )
 
 
 def bearing(origin: np.ndarray, points: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from omnigym.envs.driving.comfort import comfort_violations as comfort_violations
 from omnigym.envs.driving.comfort import is_comfortable
@@ -26,6 +27,7 @@ from omnigym.envs.driving.comfort import two_frame_extended_comfort as two_frame
 from omnigym.envs.driving.geometry import (
     advance,
     bearing,
+    box_overlap,
     obb_overlap,
     polyline_stations,
     project_to_polyline,
@@ -287,15 +289,76 @@ def collisions(
         ``(nc [B], colliding [B, A])``: 0 for an at-fault collision with an agent, 0.5 with a
         static object, else 1; and every new (not ignored) overlap, at fault or not.
     """
-    (rows, agents), penalty = _contacts(
-        world, step.ego_pose, step.ego_speed, step.agent_pose, step.agent_speed, step.agent_valid, area
-    )
-    new = ~ignore[rows, agents]
-    colliding = np.zeros(ignore.shape, bool)
-    colliding[rows[new], agents[new]] = True
     nc = np.ones(len(ignore))
-    np.minimum.at(nc, rows[new], penalty[new])
+    colliding = np.zeros(ignore.shape, bool)
+    _step_collisions(
+        np.asarray(step.ego_pose, dtype=np.float64),
+        np.asarray(step.ego_speed, dtype=np.float64),
+        np.asarray(world.ego_size, dtype=np.float64),
+        float(world.ego_rear_axle),
+        np.asarray(step.agent_pose, dtype=np.float64),
+        np.asarray(step.agent_speed, dtype=np.float64),
+        step.agent_valid,
+        np.asarray(world.agent_size, dtype=np.float64),
+        world.agent_type,
+        area.multiple_lanes | area.non_drivable,
+        ignore,
+        nc,
+        colliding,
+    )
     return nc, colliding
+
+
+@njit(cache=True)
+def _step_collisions(
+    ego_pose: np.ndarray,
+    ego_speed: np.ndarray,
+    ego_size: np.ndarray,
+    rear_axle: float,
+    agent_pose: np.ndarray,
+    agent_speed: np.ndarray,
+    agent_valid: np.ndarray,
+    agent_size: np.ndarray,
+    agent_type: np.ndarray,
+    lateral_fault: np.ndarray,
+    ignore: np.ndarray,
+    nc: np.ndarray,
+    colliding: np.ndarray,
+) -> None:
+    """:func:`collisions` for one step, writing ``nc`` and ``colliding``."""
+    length, width = ego_size[0], ego_size[1]
+    for n in range(len(ego_pose)):
+        x, y, heading = ego_pose[n, 0], ego_pose[n, 1], ego_pose[n, 2]
+        cos, sin = np.cos(heading), np.sin(heading)
+        ego_stopped = abs(ego_speed[n]) <= STOPPED_SPEED
+        rear_x, rear_y = x - rear_axle * cos, y - rear_axle * sin
+        front_x, front_y = x + length / 2 * cos, y + length / 2 * sin  # the front edge's centre
+        for a in range(agent_pose.shape[1]):
+            if not agent_valid[n, a] or ignore[n, a]:
+                continue
+            ax, ay, ah = agent_pose[n, a, 0], agent_pose[n, a, 1], agent_pose[n, a, 2]
+            al, aw = agent_size[n, a, 0], agent_size[n, a, 1]
+            if not box_overlap(x, y, heading, length, width, ax, ay, ah, al, aw):
+                continue
+            colliding[n, a] = True
+            # get_collision_type, in its order: stopped ego, stopped track, track behind, front edge, lateral
+            if ego_stopped:
+                continue
+            static = agent_type[n, a] == AGENT_STATIC
+            at_fault = static or abs(agent_speed[n, a]) <= STOPPED_SPEED  # is_track_stopped
+            behind = _bearing(rear_x, rear_y, cos, sin, ax, ay) > BEHIND_ANGLE
+            if not at_fault and not behind:
+                front = box_overlap(front_x, front_y, heading, 0.0, width, ax, ay, ah, al, aw)
+                at_fault = lateral_fault[n] or front
+            if at_fault:  # _calculate_no_at_fault_collision
+                nc[n] = min(nc[n], 0.5 if static else 0.0)
+
+
+@njit(cache=True)
+def _bearing(x: float, y: float, cos: float, sin: float, px: float, py: float) -> float:
+    """:func:`~omnigym.envs.driving.geometry.bearing` of a point from one pose (heading as cos, sin)."""
+    dx, dy = px - x, py - y
+    return np.arctan2(abs(cos * dy - sin * dx), cos * dx + sin * dy)
 
 
 def _ttc_hits(
@@ -337,6 +400,7 @@ def ttc_ok(
     ignore: np.ndarray,
     *,
     tolerated: np.ndarray | None = None,
+    time_index: np.ndarray | None = None,
 ) -> np.ndarray:
     """TTC at one step: no object within reach of the ego over the next second.
 
@@ -353,25 +417,83 @@ def ttc_ok(
         ego_pose: ``[B, 3]`` at this step.
         ego_speed: ``[B]``.
         area: :func:`ego_area` at this step.
-        agent_pose_at_offsets: ``[B, O, A, 3]`` agents at this step + each offset.
-        agent_valid_at_offsets: ``[B, O, A]``.
+        agent_pose_at_offsets: ``[B, O, A, 3]`` agents at this step + each offset; with
+            ``time_index``, ``[B, T, A, 3]`` agents over time (e.g. a whole log).
+        agent_valid_at_offsets: ``[B, O, A]`` (``[B, T, A]`` with ``time_index``).
         ignore: ``[B, A]`` objects already collided with.
         tolerated: optional ``[B, A]`` bool, updated in place.
+        time_index: optional ``[B, O]`` rows of the agent arrays at each offset (saves gathering
+            them from a log); by default row ``o`` is offset ``o``.
 
     Returns:
         ``[B]`` bool, True where TTC is within bound.
     """
-    skip = ignore if tolerated is None else ignore | tolerated
-    offsets = np.asarray(TTC_OFFSETS)
-    (rows, offset, agents), counts = _ttc_hits(
-        world, ego_pose, ego_speed, area, agent_pose_at_offsets, agent_valid_at_offsets, skip, offsets
+    num, offsets = len(ignore), np.asarray(TTC_OFFSETS)
+    if time_index is None:
+        time_index = np.broadcast_to(np.arange(len(offsets)), (num, len(offsets)))
+    ok = np.ones(num, bool)
+    _step_ttc(
+        np.asarray(ego_pose, dtype=np.float64),
+        np.asarray(ego_speed, dtype=np.float64),
+        np.asarray(world.ego_size, dtype=np.float64),
+        float(world.ego_rear_axle),
+        offsets,
+        np.asarray(agent_pose_at_offsets, dtype=np.float64),
+        agent_valid_at_offsets,
+        np.asarray(time_index, dtype=np.int64),
+        np.asarray(world.agent_size, dtype=np.float64),
+        area.multiple_lanes | area.non_drivable | area.in_intersection,
+        ignore,
+        np.zeros(ignore.shape, bool) if tolerated is None else tolerated,
+        ok,
     )
-    first = _first_per_object(rows * ignore.shape[1] + agents, offset)
-    ok = np.ones(len(ignore), bool)
-    ok[rows[first & counts]] = False
-    if tolerated is not None:
-        tolerated[rows[first & ~counts], agents[first & ~counts]] = True
     return ok
+
+
+@njit(cache=True)
+def _step_ttc(
+    ego_pose: np.ndarray,
+    ego_speed: np.ndarray,
+    ego_size: np.ndarray,
+    rear_axle: float,
+    offsets: np.ndarray,
+    agent_pose: np.ndarray,
+    agent_valid: np.ndarray,
+    time_index: np.ndarray,
+    agent_size: np.ndarray,
+    special: np.ndarray,
+    ignore: np.ndarray,
+    tolerated: np.ndarray,
+    ok: np.ndarray,
+) -> None:
+    """:func:`ttc_ok` for one step, writing ``ok`` and ``tolerated``."""
+    length, width = ego_size[0], ego_size[1]
+    for n in range(len(ego_pose)):
+        if abs(ego_speed[n]) < TTC_STOPPED_SPEED:  # _calculate_ttc: a (nearly) stopped ego is never at fault
+            continue
+        x, y, heading = ego_pose[n, 0], ego_pose[n, 1], ego_pose[n, 2]
+        cos, sin = np.cos(heading), np.sin(heading)
+        rear_x, rear_y = x - rear_axle * cos, y - rear_axle * sin
+        for a in range(agent_pose.shape[2]):
+            if ignore[n, a] or tolerated[n, a]:
+                continue
+            for o in range(len(offsets)):  # each object is decided at its first overlap
+                t = time_index[n, o]
+                if not agent_valid[n, t, a]:
+                    continue
+                ax, ay, ah = agent_pose[n, t, a, 0], agent_pose[n, t, a, 1], agent_pose[n, t, a, 2]
+                reach = ego_speed[n] * offsets[o]
+                if not box_overlap(
+                    x + reach * cos, y + reach * sin, heading, length, width,
+                    ax, ay, ah, agent_size[n, a, 0], agent_size[n, a, 1],
+                ):  # fmt: skip
+                    continue
+                angle = _bearing(rear_x, rear_y, cos, sin, ax, ay)
+                if angle < AHEAD_ANGLE or (special[n] and angle <= BEHIND_ANGLE):
+                    ok[n] = False
+                else:
+                    tolerated[n, a] = True
+                break
 
 
 def red_light_violation(world: ScoringWorld, ego_pose: np.ndarray, light_red: np.ndarray) -> np.ndarray:

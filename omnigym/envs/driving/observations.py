@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from gymnasium import spaces
+from numba import njit
 
-from omnigym.envs.driving.dynamics import to_ego_frame, wrap_angle
+from omnigym.envs.driving.dynamics import wrap_angle
 from omnigym.envs.driving.scene import (
     COMMAND_LEFT,
     COMMAND_RIGHT,
@@ -106,43 +107,51 @@ def agent_features(
     ego_pose: np.ndarray, pose: np.ndarray, speed: np.ndarray, size: np.ndarray, valid: np.ndarray, k: int
 ) -> np.ndarray:
     """``agents`` [N, K, 9]: the ``k`` nearest valid agents (within AGENT_RADIUS) in the ego frame."""
-    num, num_agents = valid.shape
-    local = to_ego_frame(pose[..., :2], ego_pose)  # [N, A, 2]
-    distance = np.where(valid, np.hypot(local[..., 0], local[..., 1]), np.inf)
-    if num_agents > k:
-        nearest = np.argpartition(distance, k - 1, axis=1)[:, :k]
-    else:
-        nearest = np.broadcast_to(np.arange(num_agents), (num, num_agents))
-    order = np.argsort(np.take_along_axis(distance, nearest, axis=1), axis=1)
-    nearest = np.take_along_axis(nearest, order, axis=1)
-    rows = np.arange(num)[:, None]
-    rel_heading = pose[rows, nearest, 2] - ego_pose[:, 2:3]
-    ego_heading = ego_pose[:, 2:3]
-    world_v = speed[rows, nearest][..., None] * np.stack(
-        [np.cos(pose[rows, nearest, 2]), np.sin(pose[rows, nearest, 2])], -1
-    )
-    v_local = np.stack(
-        [
-            world_v[..., 0] * np.cos(ego_heading) + world_v[..., 1] * np.sin(ego_heading),
-            -world_v[..., 0] * np.sin(ego_heading) + world_v[..., 1] * np.cos(ego_heading),
-        ],
-        axis=-1,
-    )
-    seen = (distance[rows, nearest] < AGENT_RADIUS)[..., None]
-    features = np.concatenate(
-        [
-            local[rows, nearest],
-            np.cos(rel_heading)[..., None],
-            np.sin(rel_heading)[..., None],
-            v_local,
-            size[rows, nearest],
-            np.ones_like(seen, dtype=np.float64),
-        ],
-        axis=-1,
-    )
-    out = np.zeros((num, k, 9), np.float32)
-    out[:, : nearest.shape[1]] = np.where(seen, features, 0.0)
+    out = np.zeros((len(ego_pose), k, 9), np.float32)
+    _agent_features(ego_pose, pose, speed, size, valid, out)
     return out
+
+
+@njit(cache=True)
+def _agent_features(
+    ego_pose: np.ndarray,
+    pose: np.ndarray,
+    speed: np.ndarray,
+    size: np.ndarray,
+    valid: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    num_agents, k = pose.shape[1], out.shape[1]
+    local = np.empty((num_agents, 2))
+    nearest = np.empty(k, np.int64)  # the agents seen so far, nearest first
+    nearest_distance = np.empty(k)
+    for n in range(len(ego_pose)):
+        cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
+        count = 0
+        for a in range(num_agents):
+            if not valid[n, a]:
+                continue
+            dx, dy = pose[n, a, 0] - ego_pose[n, 0], pose[n, a, 1] - ego_pose[n, 1]
+            distance = np.hypot(dx, dy)
+            if distance >= AGENT_RADIUS or (count == k and distance >= nearest_distance[k - 1]):
+                continue
+            local[a, 0], local[a, 1] = dx * cos + dy * sin, -dx * sin + dy * cos
+            row = min(count, k - 1)  # insertion into the sorted list (ties keep the lower index first)
+            while row > 0 and nearest_distance[row - 1] > distance:
+                nearest[row], nearest_distance[row] = nearest[row - 1], nearest_distance[row - 1]
+                row -= 1
+            nearest[row], nearest_distance[row] = a, distance
+            count = min(count + 1, k)
+        for row in range(count):
+            a = nearest[row]
+            heading = pose[n, a, 2]
+            vx, vy = speed[n, a] * np.cos(heading), speed[n, a] * np.sin(heading)
+            out[n, row, 0], out[n, row, 1] = local[a, 0], local[a, 1]
+            out[n, row, 2] = np.cos(heading - ego_pose[n, 2])
+            out[n, row, 3] = np.sin(heading - ego_pose[n, 2])
+            out[n, row, 4], out[n, row, 5] = vx * cos + vy * sin, -vx * sin + vy * cos
+            out[n, row, 6], out[n, row, 7] = size[n, a, 0], size[n, a, 1]
+            out[n, row, 8] = 1.0
 
 
 def route_features(
@@ -153,15 +162,28 @@ def route_features(
     config: ObservationConfig,
 ) -> np.ndarray:
     """``route`` [N, P, 3]: route points every ``route_spacing`` m past the ego's station."""
-    offsets = np.arange(1, config.num_route_points + 1) * config.route_spacing
-    index = np.round(station[:, None] + offsets).astype(np.int64)
-    valid = index < route_num_points[:, None]
-    index = np.minimum(index, route_num_points[:, None] - 1)
-    points = np.take_along_axis(route_points, index[..., None], axis=1)
-    local = to_ego_frame(points, ego_pose)
-    return np.concatenate([np.where(valid[..., None], local, 0.0), valid[..., None]], axis=-1).astype(
-        np.float32
-    )
+    out = np.zeros((len(ego_pose), config.num_route_points, 3), np.float32)
+    _route_features(ego_pose, route_points, route_num_points, station, config.route_spacing, out)
+    return out
+
+
+@njit(cache=True)
+def _route_features(
+    ego_pose: np.ndarray,
+    route_points: np.ndarray,
+    route_num_points: np.ndarray,
+    station: np.ndarray,
+    spacing: float,
+    out: np.ndarray,
+) -> None:
+    for n in range(len(ego_pose)):
+        cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
+        for p in range(out.shape[1]):
+            index = int(np.rint(station[n] + (p + 1) * spacing))  # route points are 1 m apart
+            if index >= route_num_points[n]:
+                break
+            dx, dy = route_points[n, index, 0] - ego_pose[n, 0], route_points[n, index, 1] - ego_pose[n, 1]
+            out[n, p, 0], out[n, p, 1], out[n, p, 2] = dx * cos + dy * sin, -dx * sin + dy * cos, 1.0
 
 
 class LaneTracker:
@@ -202,76 +224,124 @@ class LaneTracker:
 
     def features(self, ego_pose: np.ndarray) -> np.ndarray:
         """``lanes`` [N, M, P, 3] for the egos [N, 3]."""
-        refresh = self.age >= LANE_REFRESH_STEPS
-        if refresh.any():
-            refresh |= (
-                self.age >= LANE_REFRESH_STEPS // 2
-            )  # refresh in step with others: fewer, bigger searches
-            self._select(np.flatnonzero(refresh), ego_pose[refresh])
-        self.age += 1
-        self._track(ego_pose)
+        out = np.zeros((len(ego_pose), self.config.num_lanes, self.config.num_lane_points, 3), np.float32)
         stride = round(self.config.lane_spacing / LANE_SAMPLE_SPACING)
-        rows = np.arange(len(ego_pose))[:, None, None]
-        lanes = self.selected[:, :, None]
-        index = self.nearest[:, :, None] + stride * np.arange(self.config.num_lane_points)
-        count = self.num_samples[rows[:, :, 0], self.selected][:, :, None]
-        valid = index < count
-        points = self.samples[rows, lanes, np.minimum(index, self.samples.shape[2] - 1)]
-        local = to_ego_frame(points, ego_pose)
-        return np.concatenate([np.where(valid[..., None], local, 0.0), valid[..., None]], axis=-1).astype(
-            np.float32
+        _lane_features(
+            ego_pose,
+            self.samples,
+            self.num_samples,
+            self.selected,
+            self.nearest,
+            self.age,
+            self.used_lanes,
+            self.used_samples,
+            stride,
+            out,
         )
+        return out
 
-    def _select(self, slots: np.ndarray, ego_pose: np.ndarray) -> None:
-        # a coarse search (every COARSE-th sample); _track refines the nearest sample locally
-        coarse = self.samples[slots, : self.used_lanes, : self.used_samples : COARSE]
-        d2 = np.sum((coarse - ego_pose[:, None, None, :2]) ** 2, axis=-1)  # [n, L, S / COARSE]
-        nearest_sample = np.argmin(d2, axis=2) * COARSE
-        lane_distance = np.min(d2, axis=2)
-        m = self.config.num_lanes
-        if lane_distance.shape[1] > m:
-            chosen = np.argpartition(lane_distance, m - 1, axis=1)[:, :m]
-        else:
-            chosen = np.resize(np.arange(lane_distance.shape[1]), (len(slots), m))
-        order = np.argsort(np.take_along_axis(lane_distance, chosen, axis=1), axis=1)
-        chosen = np.take_along_axis(chosen, order, axis=1)
-        self.selected[slots] = chosen
-        self.nearest[slots] = np.take_along_axis(nearest_sample, chosen, axis=1)
-        self.age[slots] = 0
 
-    def _track(self, ego_pose: np.ndarray) -> None:
-        window = np.arange(-COARSE, 9)  # the ego moves < 16 m between steps
-        rows = np.arange(len(ego_pose))[:, None, None]
-        index = np.clip(self.nearest[:, :, None] + window, 0, self.samples.shape[2] - 1)
-        points = self.samples[rows, self.selected[:, :, None], index]
-        d2 = np.sum((points - ego_pose[:, None, None, :2]) ** 2, axis=-1)
-        self.nearest = np.take_along_axis(index, np.argmin(d2, axis=2)[..., None], axis=2)[..., 0]
+@njit(cache=True)
+def _lane_features(
+    ego_pose: np.ndarray,
+    samples: np.ndarray,
+    num_samples: np.ndarray,
+    selected: np.ndarray,
+    nearest: np.ndarray,
+    age: np.ndarray,
+    used_lanes: int,
+    used_samples: int,
+    stride: int,
+    out: np.ndarray,
+) -> None:
+    """Update the lane choice (``selected``, ``nearest``, ``age``) and write ``lanes`` into ``out``.
+
+    Which lanes are nearest is re-decided by a coarse search (every COARSE-th sample) when a slot's
+    choice is LANE_REFRESH_STEPS old (then also for slots half that old: fewer, bigger searches);
+    the nearest sample on each chosen lane is refined every step by a local search.
+    """
+    num_slots, m = selected.shape
+    refresh_age = LANE_REFRESH_STEPS
+    if np.any(age >= LANE_REFRESH_STEPS):
+        refresh_age = LANE_REFRESH_STEPS // 2
+    last = samples.shape[2] - 1
+    lane_distance = np.empty(used_lanes)
+    lane_nearest = np.empty(used_lanes, np.int64)
+    for n in range(num_slots):
+        x, y = ego_pose[n, 0], ego_pose[n, 1]
+        if age[n] >= refresh_age:
+            for lane in range(used_lanes):
+                best, best_index = np.inf, 0
+                for i in range(0, used_samples, COARSE):
+                    d2 = (samples[n, lane, i, 0] - x) ** 2 + (samples[n, lane, i, 1] - y) ** 2
+                    if d2 < best:
+                        best, best_index = d2, i
+                lane_distance[lane], lane_nearest[lane] = best, best_index
+            order = np.argsort(lane_distance, kind="mergesort")
+            for j in range(m):
+                # fewer lanes than m: repeat them (their rows are equal), nearest first
+                lane = order[j] if used_lanes > m else order[j * used_lanes // m]
+                selected[n, j], nearest[n, j] = lane, lane_nearest[lane]
+            age[n] = 0
+        age[n] += 1
+        cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
+        for j in range(m):
+            lane = selected[n, j]
+            best, best_index = np.inf, 0
+            for offset in range(-COARSE, 9):  # the ego moves < 16 m between steps
+                i = min(max(nearest[n, j] + offset, 0), last)
+                d2 = (samples[n, lane, i, 0] - x) ** 2 + (samples[n, lane, i, 1] - y) ** 2
+                if d2 < best:
+                    best, best_index = d2, i
+            nearest[n, j] = best_index
+            for p in range(out.shape[2]):
+                i = best_index + stride * p
+                if i >= num_samples[n, lane]:
+                    break
+                dx, dy = samples[n, lane, i, 0] - x, samples[n, lane, i, 1] - y
+                out[n, j, p, 0], out[n, j, p, 1], out[n, j, p, 2] = (
+                    dx * cos + dy * sin,
+                    -dx * sin + dy * cos,
+                    1.0,
+                )
 
 
 def light_features(
     ego_pose: np.ndarray, light_pose: np.ndarray, light_state: np.ndarray, light_valid: np.ndarray, k: int
 ) -> np.ndarray:
     """``lights`` [N, J, 6]: the ``k`` nearest stop lines ahead of the ego (x > -2 m), within 80 m."""
-    num = len(ego_pose)
-    out = np.zeros((num, k, 6), np.float32)
-    if light_pose.shape[1] == 0:
-        return out
-    local = to_ego_frame(light_pose[..., :2], ego_pose)
-    facing = np.cos(light_pose[..., 2] - ego_pose[:, 2:3]) > 0.5  # lights for the ego's direction of travel
-    distance = np.where(
-        light_valid & facing & (local[..., 0] > -2.0), np.hypot(local[..., 0], local[..., 1]), np.inf
-    )
-    count = min(k, light_pose.shape[1])
-    nearest = np.argsort(distance, axis=1)[:, :count]
-    rows = np.arange(num)[:, None]
-    state = light_state[rows, nearest]
-    seen = distance[rows, nearest] < 80.0
-    features = np.concatenate(
-        [
-            local[rows, nearest],
-            np.stack([state == LIGHT_GREEN, state == LIGHT_YELLOW, state == LIGHT_RED, seen], axis=-1),
-        ],
-        axis=-1,
-    )
-    out[:, :count] = np.where(seen[..., None], features, 0.0)
+    out = np.zeros((len(ego_pose), k, 6), np.float32)
+    _light_features(ego_pose, light_pose, light_state, light_valid, out)
     return out
+
+
+@njit(cache=True)
+def _light_features(
+    ego_pose: np.ndarray,
+    light_pose: np.ndarray,
+    light_state: np.ndarray,
+    light_valid: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    num_lights = light_pose.shape[1]
+    distance = np.empty(num_lights)
+    local = np.empty((num_lights, 2))
+    for n in range(len(ego_pose)):
+        cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
+        for j in range(num_lights):
+            dx, dy = light_pose[n, j, 0] - ego_pose[n, 0], light_pose[n, j, 1] - ego_pose[n, 1]
+            local[j, 0], local[j, 1] = dx * cos + dy * sin, -dx * sin + dy * cos
+            facing = np.cos(light_pose[n, j, 2] - ego_pose[n, 2]) > 0.5  # lights for the ego's direction
+            ahead = light_valid[n, j] and facing and local[j, 0] > -2.0
+            distance[j] = np.hypot(local[j, 0], local[j, 1]) if ahead else np.inf
+        order = np.argsort(distance, kind="mergesort")
+        for row in range(min(out.shape[1], num_lights)):
+            j = order[row]
+            if not distance[j] < 80.0:
+                break
+            state = light_state[n, j]
+            out[n, row, 0], out[n, row, 1] = local[j, 0], local[j, 1]
+            out[n, row, 2] = state == LIGHT_GREEN
+            out[n, row, 3] = state == LIGHT_YELLOW
+            out[n, row, 4] = state == LIGHT_RED
+            out[n, row, 5] = 1.0

@@ -14,7 +14,6 @@ evaluated on one step, so their return tracks the episode's score.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,7 +49,6 @@ over the trajectory's steps; DDC's and LK's per-step values already look back 1 
 COMFORT_CONTEXT = 15
 """Past poses the per-step comfort check differentiates (the jerk filter's window)."""
 EGO_SIZE = np.array([EGO_LENGTH, EGO_WIDTH])
-NEAR_AGENTS = 24
 """Agents (nearest to the ego) that the per-step collision and TTC checks look at: farther ones
 cannot touch the ego, or its 0.9 s projection, before these do."""
 
@@ -404,40 +402,25 @@ class DrivingSimulator:
         rows = np.arange(self.n)
         t = self.time
         frame = self.agents_now()
-        near = self._nearby_agents(frame)  # collisions and TTC only need the agents near the ego
         world = self.world()
-        world_near = dataclasses.replace(
-            world,
-            agent_size=self.agent_size[rows[:, None], near],
-            agent_type=self.agent_type[rows[:, None], near],
-        )
-        r = rows[:, None]
         state = metrics.StepState(
-            self.ego.pose,
-            self.ego.speed,
-            frame.pose[r, near],
-            frame.speed[r, near],
-            frame.valid[r, near],
-            self.light_red[rows, t],
+            self.ego.pose, self.ego.speed, frame.pose, frame.speed, frame.valid, self.light_red[rows, t]
         )
         area = metrics.ego_area(world, self.ego.pose)
-        collided = self.collided[r, near]
-        nc, colliding = metrics.collisions(world_near, state, area, collided)
-        collided |= colliding
-        self.collided[r, near] = collided
-        future_pose, future_valid = self._agents_ahead(frame, near)
-        tolerated = self.ttc_tolerated[r, near]
+        nc, colliding = metrics.collisions(world, state, area, self.collided)
+        self.collided |= colliding
+        future_pose, future_valid, time_index = self._agents_ahead(frame)
         ttc = metrics.ttc_ok(
-            world_near,
+            world,
             self.ego.pose,
             self.ego.speed,
             area,
             future_pose,
             future_valid,
-            collided,
-            tolerated=tolerated,
+            self.collided,
+            tolerated=self.ttc_tolerated,
+            time_index=time_index,
         )
-        self.ttc_tolerated[r, near] = tolerated
         red = metrics.red_light_violation(world, self.ego.pose, self.light_red[rows, t])
         station, lateral, index = metrics.project_to_route(world, self.ego.pose[:, :2], hint=self.route_index)
         progress = station - self.station
@@ -474,27 +457,17 @@ class DrivingSimulator:
             "ec": self.plan_ec.copy(),  # of the plan being driven (1 in control mode)
         }
 
-    def _nearby_agents(self, frame: AgentFrame) -> np.ndarray:
-        """Columns ``[N, K]`` of the NEAR_AGENTS valid agents nearest to each ego (any order)."""
-        k = min(NEAR_AGENTS, frame.valid.shape[1])
-        d2 = np.sum((frame.pose[..., :2] - self.ego.pose[:, None, :2]) ** 2, axis=-1)
-        d2[~frame.valid] = np.inf
-        return np.argpartition(d2, k - 1, axis=1)[:, :k]
+    def _agents_ahead(self, frame: AgentFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The agents at the TTC offsets: ``(pose [N, T, A, 3], valid [N, T, A], time_index [N, O])``.
 
-    def _agents_ahead(self, frame: AgentFrame, near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Agents ``near`` at the TTC offsets ``[N, O, K, 3]``.
-
-        The log's future when replaying it, constant-velocity forecasts otherwise.
+        The log's future when replaying it (read in place), constant-velocity forecasts otherwise.
         """
         offsets = np.round(np.asarray(metrics.TTC_OFFSETS) / DT).astype(np.int64)
-        rows = np.arange(self.n)[:, None]
         if self.reactive is None and self.config.traffic_model is None:
-            t = np.minimum(self.time[:, None] + offsets, self.max_steps - 1)[:, :, None]
-            cols = near[:, None, :]
-            return self.agent_pose[rows[:, :, None], t, cols], self.agent_valid[rows[:, :, None], t, cols]
-        nearby = AgentFrame(frame.pose[rows, near], frame.speed[rows, near], frame.valid[rows, near])
-        future = constant_velocity_forecast(nearby, offsets * DT)
-        return future.pose, future.valid
+            time_index = np.minimum(self.time[:, None] + offsets, self.max_steps - 1)
+            return self.agent_pose, self.agent_valid, time_index
+        future = constant_velocity_forecast(frame, offsets * DT)
+        return future.pose, future.valid, np.broadcast_to(np.arange(len(offsets)), (self.n, len(offsets)))
 
     # --- windows --------------------------------------------------------------------------------------
     def _start_window(self, idx: np.ndarray) -> None:
