@@ -143,8 +143,44 @@ def comfort_violations(poses: np.ndarray, dt: float = DT) -> np.ndarray:
     Returns:
         ``[B, T]`` bool, True where uncomfortable.
     """
-    k = kinematics(poses, dt)
-    # ego_is_comfortable: every signal strictly inside its bounds
+    return _violated(kinematics(poses, dt))
+
+
+def last_step_uncomfortable(poses: np.ndarray, dt: float = DT) -> np.ndarray:
+    """``comfort_violations(poses, dt)[:, -1]``, computed for the last step alone (the env's per-step check).
+
+    Every smoothed signal is linear in the raw accelerations and headings, so its last sample is
+    one dot product with the last column of the (chained) Savitzky-Golay matrices.
+    """
+    raw_lon, raw_lat = _raw_acceleration(poses, dt)
+    heading = np.unwrap(np.asarray(poses[..., 2], dtype=np.float64), axis=-1)
+    smooth, jerk, yaw_rate, yaw_accel = _last_step_weights(poses.shape[1], dt)
+    k = Kinematics(
+        lon_accel=raw_lon @ smooth,
+        lat_accel=raw_lat @ smooth,
+        accel=np.hypot(raw_lon, raw_lat) @ smooth,
+        jerk=np.hypot(raw_lon, raw_lat) @ jerk,
+        lon_jerk=raw_lon @ jerk,
+        yaw_rate=heading @ yaw_rate,
+        yaw_accel=heading @ yaw_accel,
+    )
+    return _violated(k)
+
+
+@functools.lru_cache(maxsize=16)
+def _last_step_weights(length: int, dt: float) -> tuple[np.ndarray, ...]:
+    """Weights ``[T]`` for the last sample of the smoothed acceleration, jerk, yaw rate and yaw acceleration.
+
+    Jerk differentiates the smoothed acceleration, so its weights chain the two filters.
+    """
+    smooth = _savgol_matrix(length, ACCEL_WINDOW, POLY_ORDER, 0, dt)
+    deriv = _savgol_matrix(length, DERIV_WINDOW, POLY_ORDER, 1, dt)
+    yaw_accel = _savgol_matrix(length, DERIV_WINDOW, YAW_ACCEL_POLY_ORDER, 2, dt)
+    return smooth[:, -1], (smooth @ deriv)[:, -1], deriv[:, -1], yaw_accel[:, -1]
+
+
+def _violated(k: Kinematics) -> np.ndarray:
+    """Where any signal leaves its bounds (ego_is_comfortable: every signal strictly inside)."""
     inside = (k.lon_accel > MIN_LON_ACCEL) & (k.lon_accel < MAX_LON_ACCEL)
     inside &= np.abs(k.lat_accel) < MAX_ABS_LAT_ACCEL
     inside &= np.abs(k.jerk) < MAX_ABS_JERK

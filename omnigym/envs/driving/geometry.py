@@ -144,48 +144,15 @@ def polyline_stations(points: np.ndarray) -> np.ndarray:
     return stations
 
 
-def _nearest_among(line: np.ndarray, points: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """The candidate vertex ``[B, N]`` nearest to ``points [B, N, 2]``.
-
-    ``candidates`` are vertex indices ``[B, C]`` shared by a polyline's points, or ``[B, N, C]``.
-    """
-    rows = np.arange(len(line)).reshape((-1,) + (1,) * (candidates.ndim - 1))
-    vertices = line[rows, candidates]
-    if candidates.ndim == 2:
-        vertices, candidates = vertices[:, None], candidates[:, None]
-    dx = points[:, :, None, 0] - vertices[..., 0]
-    dy = points[:, :, None, 1] - vertices[..., 1]
-    best = np.argmin(dx * dx + dy * dy, axis=-1)[..., None]  # [B, N, 1]
-    return np.take_along_axis(np.broadcast_to(candidates, dx.shape), best, axis=-1)[..., 0]
-
-
-def _nearest_vertex(line: np.ndarray, points: np.ndarray, hint: np.ndarray | None, window: int) -> np.ndarray:
-    """Index ``[B, N]`` of the vertex nearest to each of ``points [B, N, 2]``.
-
-    Coarse to fine: every ``stride``-th vertex of the searched range first, then every vertex
-    around the best of those (exact unless the line folds back within a few metres of itself).
-    """
-    last = line.shape[1] - 1
-    first, count = np.zeros((len(line), 1), np.int64), last + 1
-    if hint is not None and 2 * window + 2 < count:
-        first, count = np.reshape(hint, (-1, 1)) - window, 2 * window + 2
-    stride = max(1, count // 24)
-    nearest = _nearest_among(line, points, np.clip(first + stride * np.arange(-(-count // stride)), 0, last))
-    if stride == 1:
-        return nearest
-    return _nearest_among(
-        line, points, np.clip(nearest[..., None] + np.arange(-stride - 1, stride + 2), 0, last)
-    )
-
-
 def project_to_polyline(
     line: np.ndarray, stations: np.ndarray, points: np.ndarray, hint: np.ndarray | None, window: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Arc-length station and signed offset (left positive) of points on polylines.
 
     The closest point of the polyline, clipped to its ends. The nearest vertex is found first
-    (among all, or ``window`` either side of ``hint``), then the point is projected exactly on the
-    segments before and after it.
+    (among all, or ``window`` either side of ``hint``; coarse to fine, exact unless the line folds
+    back within a few metres of itself), then the point is projected exactly on the segments
+    before and after it.
 
     Args:
         line: ``[B, R, 2]`` polylines, ``R >= 2``.
@@ -199,22 +166,61 @@ def project_to_polyline(
     """
     line = np.asarray(line, dtype=np.float64)
     flat = np.asarray(points, dtype=np.float64).reshape(len(line), -1, 2)  # [B, N, 2]
-    nearest = _nearest_vertex(line, flat, hint, window)
-    seg = np.clip(nearest[..., None] + np.array([-1, 0]), 0, line.shape[1] - 2)  # [B, N, 2]
-    rows = np.arange(len(line))[:, None, None]
-    start = line[rows, seg]
-    direction = line[rows, seg + 1] - start
-    rel = flat[:, :, None] - start
-    length = np.hypot(direction[..., 0], direction[..., 1])
-    # foot of the perpendicular, clipped to the segment
-    frac = np.clip((rel * direction).sum(-1) / np.maximum(length * length, 1e-12), 0.0, 1.0)
-    dist = np.hypot(rel[..., 0] - frac * direction[..., 0], rel[..., 1] - frac * direction[..., 1])
-    # left of the line where direction x (point - start) > 0
-    offset = np.copysign(dist, direction[..., 0] * rel[..., 1] - direction[..., 1] * rel[..., 0])
-    after = dist[..., 1] < dist[..., 0]  # the closer of the two segments
+    hints = np.full(len(line), -1, np.int64) if hint is None else np.asarray(hint, np.int64).reshape(-1)
+    station, offset = np.empty(flat.shape[:2]), np.empty(flat.shape[:2])
+    segment = np.empty(flat.shape[:2], np.int64)
+    _project(line, np.asarray(stations, np.float64), flat, hints, window, station, offset, segment)
     shape = np.shape(points)[:-1]
+    return station.reshape(shape), offset.reshape(shape), segment.reshape(shape)
 
-    def pick(x: np.ndarray) -> np.ndarray:
-        return np.where(after, x[..., 1], x[..., 0]).reshape(shape)
 
-    return pick(stations[rows, seg] + frac * length), pick(offset), pick(seg)
+@njit(cache=True)
+def _project(
+    line: np.ndarray,
+    stations: np.ndarray,
+    points: np.ndarray,
+    hint: np.ndarray,
+    window: int,
+    station: np.ndarray,
+    offset: np.ndarray,
+    segment: np.ndarray,
+) -> None:
+    last = line.shape[1] - 1
+    for b in range(len(line)):
+        first, count = 0, last + 1
+        if hint[b] >= 0 and 2 * window + 2 < count:
+            first, count = hint[b] - window, 2 * window + 2
+        stride = max(1, count // 24)
+        for i in range(points.shape[1]):
+            x, y = points[b, i, 0], points[b, i, 1]
+            nearest = _nearest_vertex(line[b], x, y, first, stride, -(-count // stride))
+            if stride > 1:  # refine around the best coarse vertex
+                nearest = _nearest_vertex(line[b], x, y, nearest - stride - 1, 1, 2 * stride + 3)
+            best = np.inf
+            for seg in (max(nearest - 1, 0), min(nearest, last - 1)):  # the segments either side
+                start_x, start_y = line[b, seg, 0], line[b, seg, 1]
+                dx, dy = line[b, seg + 1, 0] - start_x, line[b, seg + 1, 1] - start_y
+                rel_x, rel_y = x - start_x, y - start_y
+                length = np.hypot(dx, dy)
+                # foot of the perpendicular, clipped to the segment
+                frac = min(max((rel_x * dx + rel_y * dy) / max(length * length, 1e-12), 0.0), 1.0)
+                dist = np.hypot(rel_x - frac * dx, rel_y - frac * dy)
+                if dist < best:  # the closer of the two (the first on a tie)
+                    best = dist
+                    station[b, i] = stations[b, seg] + frac * length
+                    # left of the line where direction x (point - start) > 0
+                    offset[b, i] = np.copysign(dist, dx * rel_y - dy * rel_x)
+                    segment[b, i] = seg
+
+
+@njit(cache=True)
+def _nearest_vertex(line: np.ndarray, x: float, y: float, first: int, stride: int, count: int) -> int:
+    """The vertex of ``line [R, 2]`` nearest to (x, y) among ``first + stride * k`` (clipped), k < count."""
+    last = len(line) - 1
+    best, best_index = np.inf, 0
+    for k in range(count):
+        i = min(max(first + stride * k, 0), last)
+        d2 = (line[i, 0] - x) ** 2 + (line[i, 1] - y) ** 2
+        if d2 < best:
+            best, best_index = d2, i
+    return best_index

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numba import njit
 
 from omnigym.envs.driving import metrics
 from omnigym.envs.driving.agents import AgentFrame, constant_velocity_forecast
@@ -112,36 +113,61 @@ def idm_on_route(
         [np.take_along_axis(leader_speed, nearest, axis=1), np.zeros((len(idx), 1))], axis=1
     )
     lead_speed = np.where(np.isfinite(lead_position), lead_speed, 0.0)
-    half_ego = 0.5 * EGO_LENGTH
-    station = np.repeat(sim.station[idx, None], len(speed_factors), axis=1)  # [n, F]
-    speed = np.repeat(sim.ego.speed[idx, None], len(speed_factors), axis=1)
     limit_index = np.minimum(
         np.round(sim.station[idx] / ROUTE_SPACING).astype(np.int64), sim.route_num[idx] - 1
     )
     desired = np.maximum(sim.route_limit[idx, limit_index][:, None] * speed_factors[None, :], 0.5)
-    stations, speeds = [station], [speed]
-    # IDM (Treiber et al. 2000) inlined: this loop runs every window start, for every env
-    root_ab = 2.0 * np.sqrt(params.a_max * params.b_comfortable)
-    rows = np.arange(len(idx))[:, None]
-    dt = step_size * DT
-    for k_step in range(HORIZON_STEPS // step_size):
-        gaps = (
-            (lead_position + lead_speed * (k_step * dt))[:, None, :] - station[:, :, None] - half_ego
-        )  # [n, F, L]
-        gaps[gaps <= -EGO_LENGTH] = np.inf  # objects already passed do not lead
-        which = gaps.argmin(axis=2)
-        gap = np.maximum(gaps.min(axis=2), 0.1)
-        v_lead = lead_speed[rows, which]
-        desired_gap = params.min_gap + np.maximum(
-            0.0, speed * params.time_headway + speed * (speed - v_lead) / root_ab
-        )
-        accel = params.a_max * (1.0 - (speed / desired) ** params.delta - (desired_gap / gap) ** 2)
-        new_speed = np.maximum(speed + np.maximum(accel, -params.b_max) * dt, 0.0)
-        station = station + 0.5 * (speed + new_speed) * dt
-        speed = new_speed
-        stations.append(station)
-        speeds.append(speed)
-    return np.stack(stations, axis=2), np.stack(speeds, axis=2)
+    steps = HORIZON_STEPS // step_size
+    stations = np.empty((len(idx), len(speed_factors), steps + 1))
+    speeds = np.empty_like(stations)
+    stations[..., 0], speeds[..., 0] = sim.station[idx, None], sim.ego.speed[idx, None]
+    _integrate_idm(
+        lead_position,
+        lead_speed,
+        desired,
+        np.array([params.a_max, params.b_comfortable, params.time_headway, params.min_gap, params.delta]),
+        params.b_max,
+        step_size * DT,
+        stations,
+        speeds,
+    )
+    return stations, speeds
+
+
+@njit(cache=True)
+def _integrate_idm(
+    lead_position: np.ndarray,
+    lead_speed: np.ndarray,
+    desired: np.ndarray,
+    params: np.ndarray,
+    b_max: float,
+    dt: float,
+    stations: np.ndarray,
+    speeds: np.ndarray,
+) -> None:
+    """Integrate IDM (Treiber et al. 2000) drivers from ``stations[..., 0]`` and ``speeds[..., 0]``.
+
+    Leaders move at constant speed (rear bumpers at ``lead_position``); fills the rest of both arrays.
+    """
+    a_max, b_comfortable, time_headway, min_gap, delta = params
+    root_ab = 2.0 * np.sqrt(a_max * b_comfortable)
+    half_ego = 0.5 * EGO_LENGTH
+    for n in range(stations.shape[0]):
+        for f in range(stations.shape[1]):
+            station, speed = stations[n, f, 0], speeds[n, f, 0]
+            for k in range(stations.shape[2] - 1):
+                gap, v_lead = np.inf, 0.0
+                for j in range(lead_position.shape[1]):
+                    lead_gap = lead_position[n, j] + lead_speed[n, j] * (k * dt) - station - half_ego
+                    if lead_gap > -EGO_LENGTH and lead_gap < gap:  # objects already passed do not lead
+                        gap, v_lead = lead_gap, lead_speed[n, j]
+                gap = max(gap, 0.1)
+                desired_gap = min_gap + max(0.0, speed * time_headway + speed * (speed - v_lead) / root_ab)
+                accel = a_max * (1.0 - (speed / desired[n, f]) ** delta - (desired_gap / gap) ** 2)
+                new_speed = max(speed + max(accel, -b_max) * dt, 0.0)
+                station += 0.5 * (speed + new_speed) * dt
+                speed = new_speed
+                stations[n, f, k + 1], speeds[n, f, k + 1] = station, speed
 
 
 def reference_progress(sim: DrivingSimulator, idx: np.ndarray) -> np.ndarray:

@@ -21,6 +21,7 @@ import numpy as np
 from omnigym.envs.driving import metrics
 from omnigym.envs.driving.agents import AgentFrame, ReactiveAgents, constant_velocity_forecast
 from omnigym.envs.driving.assets import AssetCache, SceneAssets, build_assets, human_window_scores
+from omnigym.envs.driving.comfort import last_step_uncomfortable
 from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.controller import PlanTracker, TrackerConfig, densify_plan
 from omnigym.envs.driving.dynamics import BicycleLimits, EgoState, bicycle_step, wrap_angle
@@ -441,7 +442,7 @@ class DrivingSimulator:
         context = self.ego_pose[
             rows[:, None], np.maximum(t[:, None] - np.arange(COMFORT_CONTEXT - 1, -1, -1), 0)
         ]
-        comfortable = ~metrics.comfort_violations(context, DT)[:, -1]
+        comfortable = ~last_step_uncomfortable(context, DT)
         ep = np.where(
             self.reference_step > 0, np.clip(progress / np.maximum(self.reference_step, 1e-9), 0.0, 1.0), 1.0
         )

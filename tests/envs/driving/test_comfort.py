@@ -96,3 +96,18 @@ def test_two_frame_extended_comfort():
     assert ec.tolist() == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
     with pytest.raises(ValueError, match="offset_steps"):
         comfort.two_frame_extended_comfort(plan_a, plan_b, 41)
+
+
+@pytest.mark.parametrize("length", [15, 8, 4])
+def test_last_step_check_matches_the_full_check(length):
+    # random drives from smooth to jerky: the last-step shortcut must agree with the full check
+    rng = np.random.default_rng(1)
+    for scale in (0.05, 0.3, 1.0):
+        speed = 10 + np.cumsum(rng.normal(0, scale, (300, length)), axis=1)
+        heading = np.cumsum(rng.normal(0, scale * 0.05, (300, length)), axis=1)
+        x = np.cumsum(speed * np.cos(heading) * 0.1, axis=1)
+        y = np.cumsum(speed * np.sin(heading) * 0.1, axis=1)
+        poses = np.stack([x, y, heading], axis=-1)
+        full = comfort.comfort_violations(poses)[:, -1]
+        assert 0 < full.mean() < 1 or scale != 0.3  # the middle scale mixes both outcomes
+        np.testing.assert_array_equal(comfort.last_step_uncomfortable(poses), full)
