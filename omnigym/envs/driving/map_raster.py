@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from omnigym.envs.driving.scene import RoadMap, Route
 
@@ -206,16 +207,41 @@ class RasterStack:
 
         Points off the canvas read as non-drivable, lane -1.
         """
-        map_index = np.asarray(map_index)
-        extra = points.ndim - 2
-        origin = self.origin[map_index].reshape(map_index.shape + (1,) * extra + (2,))
-        pixels = np.floor((points - origin) / self.resolution).astype(np.int64)
-        size = self.area.shape[1]
-        col, row = pixels[..., 0], pixels[..., 1]
-        inside = (col >= 0) & (col < size) & (row >= 0) & (row < size)
-        np.clip(col, 0, size - 1, out=col)
-        np.clip(row, 0, size - 1, out=row)
-        index = np.broadcast_to(map_index.reshape(map_index.shape + (1,) * extra), col.shape)
-        area = np.where(inside, self.area[index, row, col], 0).astype(np.uint8)
-        lane = np.where(inside, self.lane[index, row, col], -1).astype(np.int16)
-        return area, lane
+        map_index = np.asarray(map_index, dtype=np.int64)
+        points = np.asarray(points, dtype=np.float64)
+        flat = points.reshape(len(map_index), -1, 2)
+        area = np.empty(flat.shape[:2], np.uint8)
+        lane = np.empty(flat.shape[:2], np.int16)
+        _query(self.origin, self.resolution, self.area, self.lane, map_index, flat, area, lane)
+        return area.reshape(points.shape[:-1]), lane.reshape(points.shape[:-1])
+
+
+@njit(cache=True)
+def lookup(
+    origin: np.ndarray, resolution: float, area: np.ndarray, lane: np.ndarray, slot: int, x: float, y: float
+) -> tuple[int, int]:
+    """``(area bits, lane id)`` of map ``slot`` at world (x, y); off the canvas ``(0, -1)``."""
+    col = int(np.floor((x - origin[slot, 0]) / resolution))
+    row = int(np.floor((y - origin[slot, 1]) / resolution))
+    if 0 <= col < area.shape[2] and 0 <= row < area.shape[1]:
+        return int(area[slot, row, col]), int(lane[slot, row, col])
+    return 0, -1
+
+
+@njit(cache=True)
+def _query(
+    origin: np.ndarray,
+    resolution: float,
+    area: np.ndarray,
+    lane: np.ndarray,
+    map_index: np.ndarray,
+    points: np.ndarray,
+    out_area: np.ndarray,
+    out_lane: np.ndarray,
+) -> None:
+    for b in range(points.shape[0]):
+        for i in range(points.shape[1]):
+            bits, lane_id = lookup(
+                origin, resolution, area, lane, map_index[b], points[b, i, 0], points[b, i, 1]
+            )
+            out_area[b, i], out_lane[b, i] = bits, lane_id

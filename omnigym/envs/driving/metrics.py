@@ -32,8 +32,8 @@ from omnigym.envs.driving.geometry import (
     polyline_stations,
     project_to_polyline,
 )
-from omnigym.envs.driving.map_raster import DRIVABLE, INTERSECTION, ON_ROUTE, RasterStack
-from omnigym.envs.driving.scene import AGENT_STATIC, DT, EGO_LENGTH, EGO_WIDTH, box_corners
+from omnigym.envs.driving.map_raster import DRIVABLE, INTERSECTION, ON_ROUTE, RasterStack, lookup
+from omnigym.envs.driving.scene import AGENT_STATIC, DT, EGO_LENGTH, EGO_WIDTH
 
 EGO_REAR_AXLE_TO_CENTRE = 1.461
 """Metres from the rear axle to the box centre (nuPlan Pacifica); NAVSIM measures bearings from the axle."""
@@ -213,19 +213,49 @@ def ego_area(world: ScoringWorld, ego_pose: np.ndarray) -> AreaFlags:
     Returns:
         :class:`AreaFlags` of bool ``[B, ...]``.
     """
-    corners = box_corners(np.asarray(ego_pose, dtype=np.float64), np.asarray(world.ego_size))
-    points = np.concatenate([corners, ego_pose[..., None, :2]], axis=-2)  # [B, ..., 5, 2]
-    area, lane = world.raster.query(world.map_index, points)
-    corner_lane = lane[..., :4].astype(np.int32)
-    on_lane = corner_lane >= 0
-    highest = np.where(on_lane, corner_lane, -1).max(axis=-1)
-    lowest = np.where(on_lane, corner_lane, np.iinfo(np.int32).max).min(axis=-1)
-    return AreaFlags(
-        multiple_lanes=on_lane.any(axis=-1) & (highest != lowest),
-        non_drivable=((area[..., :4] & DRIVABLE) == 0).any(axis=-1),
-        oncoming=(area[..., 4] & ON_ROUTE) == 0,
-        in_intersection=(area[..., 4] & INTERSECTION) != 0,
-    )
+    pose = np.asarray(ego_pose, dtype=np.float64)
+    flat = pose.reshape(len(pose), -1, 3)
+    flags = np.empty((4, *flat.shape[:2]), bool)
+    raster = world.raster
+    length, width = world.ego_size
+    index = np.asarray(world.map_index, dtype=np.int64)
+    _ego_area(raster.origin, raster.resolution, raster.area, raster.lane, index, flat, length, width, flags)
+    return AreaFlags(*(f.reshape(pose.shape[:-1]) for f in flags))
+
+
+@njit(cache=True)
+def _ego_area(
+    origin: np.ndarray,
+    resolution: float,
+    area: np.ndarray,
+    lane: np.ndarray,
+    map_index: np.ndarray,
+    poses: np.ndarray,
+    length: float,
+    width: float,
+    flags: np.ndarray,
+) -> None:
+    """:func:`ego_area` of poses ``[B, M, 3]`` into ``flags [4, B, M]`` (in :class:`AreaFlags` order)."""
+    for b in range(poses.shape[0]):
+        slot = map_index[b]
+        for i in range(poses.shape[1]):
+            x, y, heading = poses[b, i, 0], poses[b, i, 1], poses[b, i, 2]
+            cos, sin = np.cos(heading), np.sin(heading)
+            off_road, lowest, highest = False, -1, -1
+            for sign_l, sign_w in ((1.0, 1.0), (1.0, -1.0), (-1.0, -1.0), (-1.0, 1.0)):  # the corners
+                dl, dw = sign_l * length / 2, sign_w * width / 2
+                bits, lane_id = lookup(
+                    origin, resolution, area, lane, slot, x + dl * cos - dw * sin, y + dl * sin + dw * cos
+                )
+                off_road |= (bits & DRIVABLE) == 0
+                if lane_id >= 0:
+                    lowest = lane_id if lowest < 0 else min(lowest, lane_id)
+                    highest = max(highest, lane_id)
+            centre, _ = lookup(origin, resolution, area, lane, slot, x, y)
+            flags[0, b, i] = lowest != highest
+            flags[1, b, i] = off_road
+            flags[2, b, i] = (centre & ON_ROUTE) == 0
+            flags[3, b, i] = (centre & INTERSECTION) != 0
 
 
 Hits = tuple[np.ndarray, ...]

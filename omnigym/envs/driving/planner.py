@@ -39,34 +39,79 @@ OFFSET_TIME_CONSTANT = 1.0
 def _leaders_on_route(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Station, along-route speed and length ``[n, K]`` of agents driving along each route ahead.
 
-    Among the SEARCHED_AGENTS agents nearest to the ego; station inf for the others.
+    Among the SEARCHED_AGENTS agents nearest to the ego (only those can lead within the
+    horizon); station inf for the others.
     """
     frame = sim.agents_now()
-    pose, speed, valid = frame.pose[idx], frame.speed[idx], frame.valid[idx]
-    # only agents near the ego can lead within the horizon: search the route for the nearest few
-    d2 = np.where(valid, np.sum((pose[..., :2] - sim.ego.pose[idx, None, :2]) ** 2, axis=-1), np.inf)
-    k = min(SEARCHED_AGENTS, d2.shape[1])
-    near = np.argpartition(d2, k - 1, axis=1)[:, :k]
-    pose, speed, valid = (
-        np.take_along_axis(a, near[..., None] if a.ndim == 3 else near, axis=1) for a in (pose, speed, valid)
+    k = min(SEARCHED_AGENTS, frame.valid.shape[1])
+    station = np.full((len(idx), k), np.inf)
+    speed, length = np.zeros((len(idx), k)), np.zeros((len(idx), k))
+    _find_leaders(
+        np.asarray(idx, np.int64),
+        sim.ego.pose,
+        sim.station,
+        frame.pose,
+        frame.speed,
+        frame.valid,
+        sim.agent_size,
+        sim.route_points,
+        sim.route_heading,
+        sim.route_num,
+        station,
+        speed,
+        length,
     )
-    station0 = sim.station[idx]
-    window = np.arange(-10, int(LOOKAHEAD))
-    index = np.clip(np.round(station0 / ROUTE_SPACING).astype(np.int64)[:, None] + window, 0, None)
-    index = np.minimum(index, sim.route_num[idx, None] - 1)
-    rows = idx[:, None]
-    points = sim.route_points[rows, index]  # [n, W, 2]
-    d2 = np.sum((pose[:, :, None, :2] - points[:, None]) ** 2, axis=-1)  # [n, A, W]
-    nearest = np.argmin(d2, axis=2)
-    lateral = np.sqrt(np.take_along_axis(d2, nearest[..., None], axis=2)[..., 0])
-    route_index = np.take_along_axis(
-        np.broadcast_to(index[:, None, :], d2.shape), nearest[..., None], axis=2
-    )[..., 0]
-    along = np.cos(pose[..., 2] - sim.route_heading[rows, route_index])
-    station = route_index * ROUTE_SPACING
-    on_route = valid & (lateral < ROUTE_LANE_HALF_WIDTH) & (along > 0.5) & (station > station0[:, None])
-    length = np.take_along_axis(sim.agent_size[idx, :, 0], near, axis=1)
-    return np.where(on_route, station, np.inf), speed * np.clip(along, 0.0, 1.0), length
+    return station, speed, length
+
+
+@njit(cache=True)
+def _find_leaders(
+    idx: np.ndarray,
+    ego_pose: np.ndarray,
+    ego_station: np.ndarray,
+    pose: np.ndarray,
+    speed: np.ndarray,
+    valid: np.ndarray,
+    size: np.ndarray,
+    route_points: np.ndarray,
+    route_heading: np.ndarray,
+    route_num: np.ndarray,
+    out_station: np.ndarray,
+    out_speed: np.ndarray,
+    out_length: np.ndarray,
+) -> None:
+    num_agents, k = pose.shape[1], out_station.shape[1]
+    distance = np.empty(num_agents)
+    for row in range(len(idx)):
+        n = idx[row]
+        for a in range(num_agents):
+            dx, dy = pose[n, a, 0] - ego_pose[n, 0], pose[n, a, 1] - ego_pose[n, 1]
+            distance[a] = dx * dx + dy * dy if valid[n, a] else np.inf
+        near = np.argsort(distance, kind="mergesort")[:k]
+        centre = int(np.rint(ego_station[n] / ROUTE_SPACING))
+        last_point = route_num[n] - 1
+        first = min(max(centre - 10, 0), last_point)
+        last = min(max(centre + int(LOOKAHEAD) - 1, 0), last_point)
+        for j in range(k):
+            a = near[j]
+            out_length[row, j] = size[n, a, 0]
+            best, best_index = np.inf, first
+            for i in range(first, last + 1):  # the nearest route point in the window
+                d2 = (pose[n, a, 0] - route_points[n, i, 0]) ** 2 + (
+                    pose[n, a, 1] - route_points[n, i, 1]
+                ) ** 2
+                if d2 < best:
+                    best, best_index = d2, i
+            along = np.cos(pose[n, a, 2] - route_heading[n, best_index])
+            out_speed[row, j] = speed[n, a] * min(max(along, 0.0), 1.0)
+            station = best_index * ROUTE_SPACING
+            if (
+                valid[n, a]
+                and np.sqrt(best) < ROUTE_LANE_HALF_WIDTH
+                and along > 0.5
+                and station > ego_station[n]
+            ):
+                out_station[row, j] = station
 
 
 def _stop_lines(sim: DrivingSimulator, idx: np.ndarray) -> np.ndarray:
