@@ -25,6 +25,7 @@ from omnigym.envs.driving.map_raster import (
 )
 from omnigym.envs.driving.observations import LANE_SAMPLE_SPACING
 from omnigym.envs.driving.scene import (
+    DT,
     HISTORY_STEPS,
     HORIZON_STEPS,
     LIGHT_RED,
@@ -50,6 +51,7 @@ class SceneAssets:
     light_pose: np.ndarray  # [K, 3] red-light objects (stop boxes)
     light_size: np.ndarray  # [K, 2]
     light_station: np.ndarray  # [K] station of the stop line on the route, inf when off the route
+    agent_travel: float = np.inf  # metres a logged agent moves at most within the TTC horizon
     map_image: Any = None  # render.MapImage when the image key is used
     human: np.ndarray | None = None  # [W, num sub-metrics] the logged human's window scores
 
@@ -85,7 +87,23 @@ def build_assets(
         light_pose=light_pose,
         light_size=light_size,
         light_station=light_station,
+        agent_travel=max_agent_travel(scene, round(metrics.TTC_OFFSETS[-1] / DT)),
     )
+
+
+def max_agent_travel(scene: Scene, steps: int) -> float:
+    """The farthest any logged agent moves between two valid samples at most ``steps`` apart (m).
+
+    It lets the per-step TTC check skip agents that cannot reach the ego within its horizon.
+    """
+    xy, valid = scene.log.agent_pose[..., :2], scene.log.agent_valid
+    travel = 0.0
+    for k in range(1, min(steps, len(xy) - 1) + 1):
+        both = valid[k:] & valid[:-k]
+        if both.any():
+            step = xy[k:] - xy[:-k]
+            travel = max(travel, float(np.sqrt(np.max(np.sum(step**2, axis=-1)[both]))))
+    return travel
 
 
 def _nearest_route_lane(scene: Scene, route: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit, vectorize
 from scipy.signal import savgol_filter
 
 from omnigym.envs.driving.scene import DT
@@ -90,21 +91,71 @@ def _savgol_matrix(length: int, window: int, polyorder: int, deriv: int, dt: flo
     return matrix
 
 
-def _raw_acceleration(poses: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
-    """Longitudinal and lateral acceleration ``[B, T]`` from second differences of positions."""
-    xy = np.asarray(poses[..., :2], dtype=np.float64)
-    acc = np.zeros_like(xy)
-    if xy.shape[1] >= 3:
-        # a(t) = (p(t+1) - 2 p(t) + p(t-1)) / dt^2, extended linearly to the ends (exact up to cubics)
-        acc[:, 1:-1] = (xy[:, 2:] - 2 * xy[:, 1:-1] + xy[:, :-2]) / dt**2
-        if xy.shape[1] >= 4:
-            acc[:, 0], acc[:, -1] = 2 * acc[:, 1] - acc[:, 2], 2 * acc[:, -2] - acc[:, -3]
-        else:
-            acc[:, 0], acc[:, -1] = acc[:, 1], acc[:, 1]
-    cos, sin = np.cos(poses[..., 2]), np.sin(poses[..., 2])
-    lon = acc[..., 0] * cos + acc[..., 1] * sin
-    lat = -acc[..., 0] * sin + acc[..., 1] * cos
-    return lon, lat
+def _raw_signals(poses: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Longitudinal and lateral acceleration and the unwrapped heading, each ``[B, T]``."""
+    poses = np.asarray(poses, dtype=np.float64)
+    lon, lat, heading = (np.empty(poses.shape[:2]) for _ in range(3))
+    _raw_signals_rows(poses, dt, lon, lat, heading)
+    return lon, lat, heading
+
+
+@njit(cache=True)
+def _raw_signals_rows(
+    poses: np.ndarray, dt: float, lon: np.ndarray, lat: np.ndarray, heading: np.ndarray
+) -> None:
+    for b in range(len(poses)):
+        _raw_signals_row(poses[b], dt, lon[b], lat[b], heading[b])
+
+
+@njit(cache=True)
+def _raw_signals_row(
+    poses: np.ndarray, dt: float, lon: np.ndarray, lat: np.ndarray, heading: np.ndarray
+) -> None:
+    """The raw signals of one pose sequence ``[T, 3]`` (see :func:`_raw_acceleration_at`)."""
+    correction = 0.0
+    for t in range(len(poses)):
+        lon[t], lat[t] = _raw_acceleration_at(poses, t, dt)
+        correction = _unwrap_correction(poses, t, correction)
+        heading[t] = poses[t, 2] + correction
+
+
+@njit(cache=True)
+def _raw_acceleration_at(poses: np.ndarray, t: int, dt: float) -> tuple[float, float]:
+    """Longitudinal and lateral acceleration at sample ``t`` of poses ``[T, 3]``.
+
+    Second differences of the positions, extended linearly to the ends (exact up to cubics),
+    rotated into the ego frame.
+    """
+    length = len(poses)
+    ax = ay = 0.0
+    if length >= 3:
+        # a(t) = (p(t+1) - 2 p(t) + p(t-1)) / dt^2 at the inner samples
+        centre = min(max(t, 1), length - 2)
+        ax, ay = _second_difference(poses, centre, dt)
+        if length >= 4 and t != centre:  # an end: extrapolate the two nearest inner values
+            bx, by = _second_difference(poses, 2 if t == 0 else length - 3, dt)
+            ax, ay = 2 * ax - bx, 2 * ay - by
+    cos, sin = np.cos(poses[t, 2]), np.sin(poses[t, 2])
+    return ax * cos + ay * sin, -ax * sin + ay * cos
+
+
+@njit(cache=True)
+def _unwrap_correction(poses: np.ndarray, t: int, correction: float) -> float:
+    """The running correction that unwraps the heading at sample ``t``, as ``np.unwrap`` does."""
+    if t == 0:
+        return 0.0
+    delta = poses[t, 2] - poses[t - 1, 2]
+    wrapped = (delta + np.pi) % (2 * np.pi) - np.pi
+    if wrapped == -np.pi and delta > 0:
+        wrapped = np.pi
+    return correction + (wrapped - delta if abs(delta) >= np.pi else 0.0)
+
+
+@njit(cache=True)
+def _second_difference(poses: np.ndarray, t: int, dt: float) -> tuple[float, float]:
+    ax = (poses[t + 1, 0] - 2 * poses[t, 0] + poses[t - 1, 0]) / dt**2
+    ay = (poses[t + 1, 1] - 2 * poses[t, 1] + poses[t - 1, 1]) / dt**2
+    return ax, ay
 
 
 def kinematics(poses: np.ndarray, dt: float = DT, yaw_accel_order: int = YAW_ACCEL_POLY_ORDER) -> Kinematics:
@@ -118,7 +169,7 @@ def kinematics(poses: np.ndarray, dt: float = DT, yaw_accel_order: int = YAW_ACC
     Returns:
         :class:`Kinematics` of ``[B, T]`` arrays.
     """
-    raw_lon, raw_lat = _raw_acceleration(poses, dt)
+    raw_lon, raw_lat, heading = _raw_signals(poses, dt)
     # _extract_ego_acceleration: accelerations smoothed, the magnitude smoothed on its own
     lon = savgol(raw_lon, ACCEL_WINDOW, POLY_ORDER, dt=dt)
     lat = savgol(raw_lat, ACCEL_WINDOW, POLY_ORDER, dt=dt)
@@ -127,7 +178,6 @@ def kinematics(poses: np.ndarray, dt: float = DT, yaw_accel_order: int = YAW_ACC
     jerk = savgol(accel, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
     lon_jerk = savgol(lon, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
     # _extract_ego_yaw_rate: derivatives of the unwrapped heading
-    heading = np.unwrap(np.asarray(poses[..., 2], dtype=np.float64), axis=-1)
     yaw_rate = savgol(heading, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
     yaw_accel = savgol(heading, DERIV_WINDOW, yaw_accel_order, deriv=2, dt=dt)
     return Kinematics(lon, lat, accel, jerk, lon_jerk, yaw_rate, yaw_accel)
@@ -152,42 +202,90 @@ def last_step_uncomfortable(poses: np.ndarray, dt: float = DT) -> np.ndarray:
     Every smoothed signal is linear in the raw accelerations and headings, so its last sample is
     one dot product with the last column of the (chained) Savitzky-Golay matrices.
     """
-    raw_lon, raw_lat = _raw_acceleration(poses, dt)
-    heading = np.unwrap(np.asarray(poses[..., 2], dtype=np.float64), axis=-1)
-    smooth, jerk, yaw_rate, yaw_accel = _last_step_weights(poses.shape[1], dt)
-    k = Kinematics(
-        lon_accel=raw_lon @ smooth,
-        lat_accel=raw_lat @ smooth,
-        accel=np.hypot(raw_lon, raw_lat) @ smooth,
-        jerk=np.hypot(raw_lon, raw_lat) @ jerk,
-        lon_jerk=raw_lon @ jerk,
-        yaw_rate=heading @ yaw_rate,
-        yaw_accel=heading @ yaw_accel,
-    )
-    return _violated(k)
+    poses = np.asarray(poses, dtype=np.float64)
+    out = np.empty(len(poses), bool)
+    _uncomfortable_rows(poses, dt, last_step_weights(poses.shape[1], dt), out)
+    return out
+
+
+@njit(cache=True)
+def _uncomfortable_rows(poses: np.ndarray, dt: float, weights: np.ndarray, out: np.ndarray) -> None:
+    for b in range(len(poses)):
+        out[b] = uncomfortable_at_end(poses[b], dt, weights)
+
+
+@njit(cache=True)
+def uncomfortable_at_end(poses: np.ndarray, dt: float, weights: np.ndarray) -> bool:
+    """Whether the last pose of ``poses [T, 3]`` breaks a bound (``weights``: :func:`last_step_weights`)."""
+    smooth_lon = smooth_lat = accel = jerk = lon_jerk = yaw_rate = yaw_accel = correction = 0.0
+    for t in range(len(poses)):
+        lon, lat = _raw_acceleration_at(poses, t, dt)
+        correction = _unwrap_correction(poses, t, correction)
+        heading = poses[t, 2] + correction
+        magnitude = np.hypot(lon, lat)
+        smooth_lon += lon * weights[0, t]
+        smooth_lat += lat * weights[0, t]
+        accel += magnitude * weights[0, t]
+        jerk += magnitude * weights[1, t]
+        lon_jerk += lon * weights[1, t]
+        yaw_rate += heading * weights[2, t]
+        yaw_accel += heading * weights[3, t]
+    return not _inside_bounds(smooth_lon, smooth_lat, accel, jerk, lon_jerk, yaw_rate, yaw_accel)
 
 
 @functools.lru_cache(maxsize=16)
-def _last_step_weights(length: int, dt: float) -> tuple[np.ndarray, ...]:
-    """Weights ``[T]`` for the last sample of the smoothed acceleration, jerk, yaw rate and yaw acceleration.
+def last_step_weights(length: int, dt: float) -> np.ndarray:
+    """Weights ``[4, T]`` for the last sample of the smoothed acceleration, jerk, yaw rate, yaw acceleration.
 
     Jerk differentiates the smoothed acceleration, so its weights chain the two filters.
     """
     smooth = _savgol_matrix(length, ACCEL_WINDOW, POLY_ORDER, 0, dt)
     deriv = _savgol_matrix(length, DERIV_WINDOW, POLY_ORDER, 1, dt)
     yaw_accel = _savgol_matrix(length, DERIV_WINDOW, YAW_ACCEL_POLY_ORDER, 2, dt)
-    return smooth[:, -1], (smooth @ deriv)[:, -1], deriv[:, -1], yaw_accel[:, -1]
+    weights = np.stack([smooth[:, -1], (smooth @ deriv)[:, -1], deriv[:, -1], yaw_accel[:, -1]])
+    weights.flags.writeable = False
+    return weights
+
+
+@njit(cache=True)
+def _inside_bounds(
+    lon_accel: float,
+    lat_accel: float,
+    accel: float,
+    jerk: float,
+    lon_jerk: float,
+    yaw_rate: float,
+    yaw_accel: float,
+) -> bool:
+    """ego_is_comfortable: every signal strictly inside its bound (``accel`` has none of its own)."""
+    return (
+        MIN_LON_ACCEL < lon_accel < MAX_LON_ACCEL
+        and abs(lat_accel) < MAX_ABS_LAT_ACCEL
+        and abs(jerk) < MAX_ABS_JERK
+        and abs(lon_jerk) < MAX_ABS_LON_JERK
+        and abs(yaw_accel) < MAX_ABS_YAW_ACCEL
+        and abs(yaw_rate) < MAX_ABS_YAW_RATE
+    )
+
+
+@vectorize(["b1(f8, f8, f8, f8, f8, f8, f8)"], cache=True)
+def _inside_bounds_ufunc(
+    lon_accel: float,
+    lat_accel: float,
+    accel: float,
+    jerk: float,
+    lon_jerk: float,
+    yaw_rate: float,
+    yaw_accel: float,
+) -> bool:
+    return _inside_bounds(lon_accel, lat_accel, accel, jerk, lon_jerk, yaw_rate, yaw_accel)
 
 
 def _violated(k: Kinematics) -> np.ndarray:
-    """Where any signal leaves its bounds (ego_is_comfortable: every signal strictly inside)."""
-    inside = (k.lon_accel > MIN_LON_ACCEL) & (k.lon_accel < MAX_LON_ACCEL)
-    inside &= np.abs(k.lat_accel) < MAX_ABS_LAT_ACCEL
-    inside &= np.abs(k.jerk) < MAX_ABS_JERK
-    inside &= np.abs(k.lon_jerk) < MAX_ABS_LON_JERK
-    inside &= np.abs(k.yaw_accel) < MAX_ABS_YAW_ACCEL
-    inside &= np.abs(k.yaw_rate) < MAX_ABS_YAW_RATE
-    return ~inside
+    """Where any signal leaves its bounds."""
+    return ~_inside_bounds_ufunc(
+        k.lon_accel, k.lat_accel, k.accel, k.jerk, k.lon_jerk, k.yaw_rate, k.yaw_accel
+    )
 
 
 def is_comfortable(poses: np.ndarray, dt: float = DT) -> np.ndarray:

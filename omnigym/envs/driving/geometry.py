@@ -185,32 +185,40 @@ def _project(
     offset: np.ndarray,
     segment: np.ndarray,
 ) -> None:
-    last = line.shape[1] - 1
     for b in range(len(line)):
-        first, count = 0, last + 1
-        if hint[b] >= 0 and 2 * window + 2 < count:
-            first, count = hint[b] - window, 2 * window + 2
-        stride = max(1, count // 24)
         for i in range(points.shape[1]):
             x, y = points[b, i, 0], points[b, i, 1]
-            nearest = _nearest_vertex(line[b], x, y, first, stride, -(-count // stride))
-            if stride > 1:  # refine around the best coarse vertex
-                nearest = _nearest_vertex(line[b], x, y, nearest - stride - 1, 1, 2 * stride + 3)
-            best = np.inf
-            for seg in (max(nearest - 1, 0), min(nearest, last - 1)):  # the segments either side
-                start_x, start_y = line[b, seg, 0], line[b, seg, 1]
-                dx, dy = line[b, seg + 1, 0] - start_x, line[b, seg + 1, 1] - start_y
-                rel_x, rel_y = x - start_x, y - start_y
-                length = np.hypot(dx, dy)
-                # foot of the perpendicular, clipped to the segment
-                frac = min(max((rel_x * dx + rel_y * dy) / max(length * length, 1e-12), 0.0), 1.0)
-                dist = np.hypot(rel_x - frac * dx, rel_y - frac * dy)
-                if dist < best:  # the closer of the two (the first on a tie)
-                    best = dist
-                    station[b, i] = stations[b, seg] + frac * length
-                    # left of the line where direction x (point - start) > 0
-                    offset[b, i] = np.copysign(dist, dx * rel_y - dy * rel_x)
-                    segment[b, i] = seg
+            station[b, i], offset[b, i], segment[b, i] = project_point(
+                line[b], stations[b], x, y, hint[b], window
+            )
+
+
+@njit(cache=True)
+def project_point(
+    line: np.ndarray, stations: np.ndarray, x: float, y: float, hint: int, window: int
+) -> tuple[float, float, int]:
+    """:func:`project_to_polyline` of one point on one polyline ``[R, 2]`` (``hint`` -1: none)."""
+    last = len(line) - 1
+    first, count = 0, last + 1
+    if hint >= 0 and 2 * window + 2 < count:
+        first, count = hint - window, 2 * window + 2
+    stride = max(1, count // 24)
+    nearest = _nearest_vertex(line, x, y, first, stride, -(-count // stride))
+    if stride > 1:  # refine around the best coarse vertex
+        nearest = _nearest_vertex(line, x, y, nearest - stride - 1, 1, 2 * stride + 3)
+    best, station, offset, segment = np.inf, 0.0, 0.0, 0
+    for seg in (max(nearest - 1, 0), min(nearest, last - 1)):  # the segments either side
+        start_x, start_y = line[seg, 0], line[seg, 1]
+        dx, dy = line[seg + 1, 0] - start_x, line[seg + 1, 1] - start_y
+        rel_x, rel_y = x - start_x, y - start_y
+        length = np.hypot(dx, dy)
+        # foot of the perpendicular, clipped to the segment
+        frac = min(max((rel_x * dx + rel_y * dy) / max(length * length, 1e-12), 0.0), 1.0)
+        dist = np.hypot(rel_x - frac * dx, rel_y - frac * dy)
+        if dist < best:  # the closer of the two (the first on a tie)
+            best, station, segment = dist, stations[seg] + frac * length, seg
+            offset = np.copysign(dist, dx * rel_y - dy * rel_x)  # left of the line: positive
+    return station, offset, segment
 
 
 @njit(cache=True)

@@ -237,25 +237,40 @@ def _ego_area(
 ) -> None:
     """:func:`ego_area` of poses ``[B, M, 3]`` into ``flags [4, B, M]`` (in :class:`AreaFlags` order)."""
     for b in range(poses.shape[0]):
-        slot = map_index[b]
         for i in range(poses.shape[1]):
             x, y, heading = poses[b, i, 0], poses[b, i, 1], poses[b, i, 2]
-            cos, sin = np.cos(heading), np.sin(heading)
-            off_road, lowest, highest = False, -1, -1
-            for sign_l, sign_w in ((1.0, 1.0), (1.0, -1.0), (-1.0, -1.0), (-1.0, 1.0)):  # the corners
-                dl, dw = sign_l * length / 2, sign_w * width / 2
-                bits, lane_id = lookup(
-                    origin, resolution, area, lane, slot, x + dl * cos - dw * sin, y + dl * sin + dw * cos
-                )
-                off_road |= (bits & DRIVABLE) == 0
-                if lane_id >= 0:
-                    lowest = lane_id if lowest < 0 else min(lowest, lane_id)
-                    highest = max(highest, lane_id)
-            centre, _ = lookup(origin, resolution, area, lane, slot, x, y)
-            flags[0, b, i] = lowest != highest
-            flags[1, b, i] = off_road
-            flags[2, b, i] = (centre & ON_ROUTE) == 0
-            flags[3, b, i] = (centre & INTERSECTION) != 0
+            flags[:, b, i] = area_at(
+                origin, resolution, area, lane, map_index[b], x, y, heading, length, width
+            )
+
+
+@njit(cache=True)
+def area_at(
+    origin: np.ndarray,
+    resolution: float,
+    area: np.ndarray,
+    lane: np.ndarray,
+    slot: int,
+    x: float,
+    y: float,
+    heading: float,
+    length: float,
+    width: float,
+) -> tuple[bool, bool, bool, bool]:
+    """:class:`AreaFlags` (multiple lanes, non-drivable, oncoming, in intersection) of one ego box."""
+    cos, sin = np.cos(heading), np.sin(heading)
+    off_road, lowest, highest = False, -1, -1
+    for sign_l, sign_w in ((1.0, 1.0), (1.0, -1.0), (-1.0, -1.0), (-1.0, 1.0)):  # the corners
+        dl, dw = sign_l * length / 2, sign_w * width / 2
+        bits, lane_id = lookup(
+            origin, resolution, area, lane, slot, x + dl * cos - dw * sin, y + dl * sin + dw * cos
+        )
+        off_road |= (bits & DRIVABLE) == 0
+        if lane_id >= 0:
+            lowest = lane_id if lowest < 0 else min(lowest, lane_id)
+            highest = max(highest, lane_id)
+    centre, _ = lookup(origin, resolution, area, lane, slot, x, y)
+    return lowest != highest, off_road, (centre & ON_ROUTE) == 0, (centre & INTERSECTION) != 0
 
 
 Hits = tuple[np.ndarray, ...]
@@ -356,32 +371,66 @@ def _step_collisions(
     colliding: np.ndarray,
 ) -> None:
     """:func:`collisions` for one step, writing ``nc`` and ``colliding``."""
-    length, width = ego_size[0], ego_size[1]
     for n in range(len(ego_pose)):
-        x, y, heading = ego_pose[n, 0], ego_pose[n, 1], ego_pose[n, 2]
-        cos, sin = np.cos(heading), np.sin(heading)
-        ego_stopped = abs(ego_speed[n]) <= STOPPED_SPEED
-        rear_x, rear_y = x - rear_axle * cos, y - rear_axle * sin
-        front_x, front_y = x + length / 2 * cos, y + length / 2 * sin  # the front edge's centre
-        for a in range(agent_pose.shape[1]):
-            if not agent_valid[n, a] or ignore[n, a]:
-                continue
-            ax, ay, ah = agent_pose[n, a, 0], agent_pose[n, a, 1], agent_pose[n, a, 2]
-            al, aw = agent_size[n, a, 0], agent_size[n, a, 1]
-            if not box_overlap(x, y, heading, length, width, ax, ay, ah, al, aw):
-                continue
-            colliding[n, a] = True
-            # get_collision_type, in its order: stopped ego, stopped track, track behind, front edge, lateral
-            if ego_stopped:
-                continue
-            static = agent_type[n, a] == AGENT_STATIC
-            at_fault = static or abs(agent_speed[n, a]) <= STOPPED_SPEED  # is_track_stopped
-            behind = _bearing(rear_x, rear_y, cos, sin, ax, ay) > BEHIND_ANGLE
-            if not at_fault and not behind:
-                front = box_overlap(front_x, front_y, heading, 0.0, width, ax, ay, ah, al, aw)
-                at_fault = lateral_fault[n] or front
-            if at_fault:  # _calculate_no_at_fault_collision
-                nc[n] = min(nc[n], 0.5 if static else 0.0)
+        nc[n] = collisions_at(
+            ego_pose[n],
+            ego_speed[n],
+            ego_size,
+            rear_axle,
+            agent_pose[n],
+            agent_speed[n],
+            agent_valid[n],
+            agent_size[n],
+            agent_type[n],
+            lateral_fault[n],
+            ignore[n],
+            colliding[n],
+        )
+
+
+@njit(cache=True)
+def collisions_at(
+    ego_pose: np.ndarray,
+    ego_speed: float,
+    ego_size: np.ndarray,
+    rear_axle: float,
+    agent_pose: np.ndarray,
+    agent_speed: np.ndarray,
+    agent_valid: np.ndarray,
+    agent_size: np.ndarray,
+    agent_type: np.ndarray,
+    lateral_fault: bool,
+    ignore: np.ndarray,
+    colliding: np.ndarray,
+) -> float:
+    """NC of one ego ``[3]`` against agents ``[A, ...]``; marks new overlaps in ``colliding [A]``."""
+    x, y, heading = ego_pose[0], ego_pose[1], ego_pose[2]
+    length, width = ego_size[0], ego_size[1]
+    cos, sin = np.cos(heading), np.sin(heading)
+    ego_stopped = abs(ego_speed) <= STOPPED_SPEED
+    rear_x, rear_y = x - rear_axle * cos, y - rear_axle * sin
+    front_x, front_y = x + length / 2 * cos, y + length / 2 * sin  # the front edge's centre
+    nc = 1.0
+    for a in range(len(agent_pose)):
+        if not agent_valid[a] or ignore[a]:
+            continue
+        ax, ay, ah = agent_pose[a, 0], agent_pose[a, 1], agent_pose[a, 2]
+        al, aw = agent_size[a, 0], agent_size[a, 1]
+        if not box_overlap(x, y, heading, length, width, ax, ay, ah, al, aw):
+            continue
+        colliding[a] = True
+        # get_collision_type, in its order: stopped ego, stopped track, track behind, front edge, lateral
+        if ego_stopped:
+            continue
+        static = agent_type[a] == AGENT_STATIC
+        at_fault = static or abs(agent_speed[a]) <= STOPPED_SPEED  # is_track_stopped
+        behind = _bearing(rear_x, rear_y, cos, sin, ax, ay) > BEHIND_ANGLE
+        if not at_fault and not behind:
+            front = box_overlap(front_x, front_y, heading, 0.0, width, ax, ay, ah, al, aw)
+            at_fault = lateral_fault or front
+        if at_fault:  # _calculate_no_at_fault_collision
+            nc = min(nc, 0.5 if static else 0.0)
+    return nc
 
 
 @njit(cache=True)
@@ -497,33 +546,83 @@ def _step_ttc(
     ok: np.ndarray,
 ) -> None:
     """:func:`ttc_ok` for one step, writing ``ok`` and ``tolerated``."""
-    length, width = ego_size[0], ego_size[1]
     for n in range(len(ego_pose)):
-        if abs(ego_speed[n]) < TTC_STOPPED_SPEED:  # _calculate_ttc: a (nearly) stopped ego is never at fault
+        ok[n] = ttc_ok_at(
+            ego_pose[n],
+            ego_speed[n],
+            ego_size,
+            rear_axle,
+            offsets,
+            agent_pose[n],
+            agent_valid[n],
+            time_index[n],
+            agent_size[n],
+            special[n],
+            ignore[n],
+            tolerated[n],
+        )
+
+
+@njit(cache=True)
+def ttc_ok_at(
+    ego_pose: np.ndarray,
+    ego_speed: float,
+    ego_size: np.ndarray,
+    rear_axle: float,
+    offsets: np.ndarray,
+    agent_pose: np.ndarray,
+    agent_valid: np.ndarray,
+    time_index: np.ndarray,
+    agent_size: np.ndarray,
+    special: bool,
+    ignore: np.ndarray,
+    tolerated: np.ndarray,
+    max_travel: float = np.inf,
+) -> bool:
+    """TTC of one ego ``[3]`` against agents over time ``[T, A, ...]`` read at ``time_index [O]``.
+
+    ``max_travel`` bounds how far any agent valid at the first offset moves by the others: one
+    farther than that from everywhere the projected ego box reaches is skipped unread.
+    """
+    if abs(ego_speed) < TTC_STOPPED_SPEED:  # _calculate_ttc: a (nearly) stopped ego is never at fault
+        return True
+    x, y, heading = ego_pose[0], ego_pose[1], ego_pose[2]
+    length, width = ego_size[0], ego_size[1]
+    cos, sin = np.cos(heading), np.sin(heading)
+    rear_x, rear_y = x - rear_axle * cos, y - rear_axle * sin
+    sweep = ego_speed * offsets[-1]  # the ego's centre moves along [0, sweep] on its heading
+    low, high = min(sweep, 0.0), max(sweep, 0.0)
+    first = time_index[0]
+    ok = True
+    for a in range(agent_pose.shape[1]):
+        if ignore[a] or tolerated[a]:
             continue
-        x, y, heading = ego_pose[n, 0], ego_pose[n, 1], ego_pose[n, 2]
-        cos, sin = np.cos(heading), np.sin(heading)
-        rear_x, rear_y = x - rear_axle * cos, y - rear_axle * sin
-        for a in range(agent_pose.shape[2]):
-            if ignore[n, a] or tolerated[n, a]:
+        if max_travel < np.inf and agent_valid[first, a]:
+            # half-diagonals are at most half of length + width: a cheap, safe reach
+            reach = (length + width + agent_size[a, 0] + agent_size[a, 1]) / 2 + max_travel + 1e-6
+            dx, dy = agent_pose[first, a, 0] - x, agent_pose[first, a, 1] - y
+            along = min(max(dx * cos + dy * sin, low), high)
+            gap_x, gap_y = dx - along * cos, dy - along * sin
+            if gap_x * gap_x + gap_y * gap_y > reach * reach:
                 continue
-            for o in range(len(offsets)):  # each object is decided at its first overlap
-                t = time_index[n, o]
-                if not agent_valid[n, t, a]:
-                    continue
-                ax, ay, ah = agent_pose[n, t, a, 0], agent_pose[n, t, a, 1], agent_pose[n, t, a, 2]
-                reach = ego_speed[n] * offsets[o]
-                if not box_overlap(
-                    x + reach * cos, y + reach * sin, heading, length, width,
-                    ax, ay, ah, agent_size[n, a, 0], agent_size[n, a, 1],
-                ):  # fmt: skip
-                    continue
-                angle = _bearing(rear_x, rear_y, cos, sin, ax, ay)
-                if angle < AHEAD_ANGLE or (special[n] and angle <= BEHIND_ANGLE):
-                    ok[n] = False
-                else:
-                    tolerated[n, a] = True
-                break
+        for o in range(len(offsets)):  # each object is decided at its first overlap
+            t = time_index[o]
+            if not agent_valid[t, a]:
+                continue
+            ax, ay, ah = agent_pose[t, a, 0], agent_pose[t, a, 1], agent_pose[t, a, 2]
+            reach = ego_speed * offsets[o]
+            if not box_overlap(
+                x + reach * cos, y + reach * sin, heading, length, width,
+                ax, ay, ah, agent_size[a, 0], agent_size[a, 1],
+            ):  # fmt: skip
+                continue
+            angle = _bearing(rear_x, rear_y, cos, sin, ax, ay)
+            if angle < AHEAD_ANGLE or (special and angle <= BEHIND_ANGLE):
+                ok = False
+            else:
+                tolerated[a] = True
+            break
+    return ok
 
 
 def red_light_violation(world: ScoringWorld, ego_pose: np.ndarray, light_red: np.ndarray) -> np.ndarray:
@@ -537,10 +636,48 @@ def red_light_violation(world: ScoringWorld, ego_pose: np.ndarray, light_red: np
     Returns:
         ``[B, ...]`` bool.
     """
-    extra = ego_pose.ndim - 2
-    light_pose, light_size = _per_query(world.light_pose, extra), _per_query(world.light_size, extra)
-    hit = obb_overlap(ego_pose[..., None, :], np.asarray(world.ego_size), light_pose, light_size)
-    return (hit & light_red).any(axis=-1)
+    pose = np.asarray(ego_pose, dtype=np.float64)
+    flat = pose.reshape(len(pose), -1, 3)
+    red = np.broadcast_to(light_red, (*pose.shape[:-1], world.light_pose.shape[1])).reshape(
+        *flat.shape[:2], -1
+    )
+    out = np.empty(flat.shape[:2], bool)
+    size = np.asarray(world.ego_size, dtype=np.float64)
+    light_pose, light_size = (np.asarray(x, dtype=np.float64) for x in (world.light_pose, world.light_size))
+    _red_lights(flat, size, light_pose, light_size, np.ascontiguousarray(red), out)
+    return out.reshape(pose.shape[:-1])
+
+
+@njit(cache=True)
+def _red_lights(
+    poses: np.ndarray,
+    ego_size: np.ndarray,
+    light_pose: np.ndarray,
+    light_size: np.ndarray,
+    red: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    for b in range(poses.shape[0]):
+        for i in range(poses.shape[1]):
+            out[b, i] = red_light_at(poses[b, i], ego_size, light_pose[b], light_size[b], red[b, i])
+
+
+@njit(cache=True)
+def red_light_at(
+    ego_pose: np.ndarray,
+    ego_size: np.ndarray,
+    light_pose: np.ndarray,
+    light_size: np.ndarray,
+    red: np.ndarray,
+) -> bool:
+    """Whether one ego box ``[3]`` overlaps the stop box of a red light ``[K, ...]``."""
+    for k in range(len(light_pose)):
+        if red[k] and box_overlap(
+            ego_pose[0], ego_pose[1], ego_pose[2], ego_size[0], ego_size[1],
+            light_pose[k, 0], light_pose[k, 1], light_pose[k, 2], light_size[k, 0], light_size[k, 1],
+        ):  # fmt: skip
+            return True
+    return False
 
 
 # --- whole trajectories -----------------------------------------------------------------------------

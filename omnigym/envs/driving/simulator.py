@@ -21,7 +21,7 @@ import numpy as np
 from omnigym.envs.driving import metrics
 from omnigym.envs.driving.agents import AgentFrame, ReactiveAgents, constant_velocity_forecast
 from omnigym.envs.driving.assets import AssetCache, SceneAssets, build_assets, human_window_scores
-from omnigym.envs.driving.comfort import last_step_uncomfortable
+from omnigym.envs.driving.comfort import last_step_weights
 from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.controller import PlanTracker, TrackerConfig, densify_plan
 from omnigym.envs.driving.dynamics import BicycleLimits, EgoState, bicycle_step, wrap_angle
@@ -39,6 +39,7 @@ from omnigym.envs.driving.scene import (
     LIGHT_RED,
     Scene,
 )
+from omnigym.envs.driving.step_checks import CHECKS, score_step
 
 WINDOW = HORIZON_STEPS
 """Steps per scoring window (one NAVSIM horizon)."""
@@ -50,8 +51,7 @@ over the trajectory's steps; DDC's and LK's per-step values already look back 1 
 COMFORT_CONTEXT = 15
 """Past poses the per-step comfort check differentiates (the jerk filter's window)."""
 EGO_SIZE = np.array([EGO_LENGTH, EGO_WIDTH])
-"""Agents (nearest to the ego) that the per-step collision and TTC checks look at: farther ones
-cannot touch the ego, or its 0.9 s projection, before these do."""
+TTC_OFFSETS = np.asarray(metrics.TTC_OFFSETS)
 
 
 @dataclass
@@ -108,6 +108,7 @@ class DrivingSimulator:
         self.light_size = np.zeros((n, k, 2))
         self.light_valid = np.zeros((n, k), bool)
         self.light_station = np.full((n, k), np.inf)
+        self.agent_travel = np.full(n, np.inf)  # metres a logged agent moves within the TTC horizon
         self.log_ego_pose = np.zeros((n, t, 3))
         self.log_ego_speed = np.zeros((n, t))
         self.ego_pose = np.zeros((n, t, 3))  # the driven track, by log index (history from the log)
@@ -188,6 +189,7 @@ class DrivingSimulator:
         self.light_size[slot, :k] = assets.light_size
         self.light_station[slot] = np.inf
         self.light_station[slot, :k] = assets.light_station
+        self.agent_travel[slot] = assets.agent_travel
         self.log_ego_pose[slot, :t] = log.ego_pose
         self.log_ego_speed[slot, :t] = log.ego_speed
         self._load_route(slot, assets)
@@ -400,75 +402,67 @@ class DrivingSimulator:
 
     # --- per-step scores ------------------------------------------------------------------------------
     def _step_scores(self) -> dict[str, np.ndarray]:
-        rows = np.arange(self.n)
-        t = self.time
-        frame = self.agents_now()
-        world = self.world()
-        state = metrics.StepState(
-            self.ego.pose, self.ego.speed, frame.pose, frame.speed, frame.valid, self.light_red[rows, t]
-        )
-        area = metrics.ego_area(world, self.ego.pose)
-        nc, colliding = metrics.collisions(world, state, area, self.collided)
-        self.collided |= colliding
-        future_pose, future_valid, time_index = self._agents_ahead(frame)
-        ttc = metrics.ttc_ok(
-            world,
+        """This step's NAVSIM checks of every slot (see :mod:`~omnigym.envs.driving.step_checks`)."""
+        assert self.rasters is not None
+        future_pose, future_valid, future_index, travel = self._agents_ahead()
+        out = np.empty((self.n, len(CHECKS)))
+        score_step(
             self.ego.pose,
             self.ego.speed,
-            area,
+            EGO_SIZE,
+            metrics.EGO_REAR_AXLE_TO_CENTRE,
+            self.time,
+            self.agent_pose,
+            self.agent_speed,
+            self.agent_valid,
+            self.agent_size,
+            self.agent_type,
+            TTC_OFFSETS,
             future_pose,
             future_valid,
+            future_index,
+            travel,
+            self.light_pose,
+            self.light_size,
+            self.light_red,
+            self.rasters.origin,
+            self.rasters.resolution,
+            self.rasters.area,
+            self.rasters.lane,
+            self.route_points,
+            self.route_station,
+            self.route_index,
+            self.station,
+            self.lateral,
             self.collided,
-            tolerated=self.ttc_tolerated,
-            time_index=time_index,
+            self.ttc_tolerated,
+            self.oncoming_progress,
+            self.off_centre_steps,
+            self.reference_step,
+            self.ego_pose,
+            last_step_weights(COMFORT_CONTEXT, DT),
+            DT,
+            out,
         )
-        red = metrics.red_light_violation(world, self.ego.pose, self.light_red[rows, t])
-        station, lateral, index = metrics.project_to_route(world, self.ego.pose[:, :2], hint=self.route_index)
-        progress = station - self.station
-        self.station, self.lateral, self.route_index = station, lateral, index
-        # DDC: distance driven in oncoming lanes (outside intersections) over the last 1 s
-        self.oncoming_progress = np.roll(self.oncoming_progress, 1, axis=1)
-        self.oncoming_progress[:, 0] = np.where(
-            area.oncoming & ~area.in_intersection, self.ego.speed * DT, 0.0
-        )
-        oncoming = self.oncoming_progress.sum(axis=1)
-        ddc = np.where(oncoming < 2.0, 1.0, np.where(oncoming < 6.0, 0.5, 0.0))
-        # LK: more than 0.5 m off the route centreline for 2 s (intersections skipped)
-        off = (np.abs(lateral) > 0.5) & ~area.in_intersection
-        self.off_centre_steps = np.where(
-            off, self.off_centre_steps + 1, np.where(area.in_intersection, self.off_centre_steps, 0)
-        )
-        lk = (self.off_centre_steps < 20).astype(np.float64)
-        context = self.ego_pose[
-            rows[:, None], np.maximum(t[:, None] - np.arange(COMFORT_CONTEXT - 1, -1, -1), 0)
-        ]
-        comfortable = ~last_step_uncomfortable(context, DT)
-        ep = np.where(
-            self.reference_step > 0, np.clip(progress / np.maximum(self.reference_step, 1e-9), 0.0, 1.0), 1.0
-        )
-        return {
-            "nc": nc.astype(np.float64),
-            "dac": (~area.non_drivable).astype(np.float64),
-            "ddc": ddc,
-            "tlc": (~red).astype(np.float64),
-            "ttc": ttc.astype(np.float64),
-            "ep": ep,
-            "c": comfortable.astype(np.float64),
-            "lk": lk,
-            "ec": self.plan_ec.copy(),  # of the plan being driven (1 in control mode)
-        }
+        components = dict(zip(CHECKS, out.T, strict=True))
+        components["ec"] = self.plan_ec.copy()  # of the plan being driven (1 in control mode)
+        return components
 
-    def _agents_ahead(self, frame: AgentFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The agents at the TTC offsets: ``(pose [N, T, A, 3], valid [N, T, A], time_index [N, O])``.
+    def _agents_ahead(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The agents at the TTC offsets and how far they move by the last one.
 
-        The log's future when replaying it (read in place), constant-velocity forecasts otherwise.
+        ``(pose [N, T, A, 3], valid [N, T, A], time_index [N, O], travel [N])``: the log's future
+        when replaying it (read in place), constant-velocity forecasts otherwise.
         """
-        offsets = np.round(np.asarray(metrics.TTC_OFFSETS) / DT).astype(np.int64)
+        offsets = np.round(TTC_OFFSETS / DT).astype(np.int64)
         if self.reactive is None and self.config.traffic_model is None:
             time_index = np.minimum(self.time[:, None] + offsets, self.max_steps - 1)
-            return self.agent_pose, self.agent_valid, time_index
+            return self.agent_pose, self.agent_valid, time_index, self.agent_travel
+        frame = self.agents_now()
         future = constant_velocity_forecast(frame, offsets * DT)
-        return future.pose, future.valid, np.broadcast_to(np.arange(len(offsets)), (self.n, len(offsets)))
+        speed = np.abs(np.where(frame.valid, frame.speed, 0.0)).max(axis=1, initial=0.0)
+        rows = np.broadcast_to(np.arange(len(offsets)), (self.n, len(offsets)))
+        return future.pose, future.valid, rows, speed * TTC_OFFSETS[-1]
 
     # --- windows --------------------------------------------------------------------------------------
     def _start_window(self, idx: np.ndarray) -> None:
