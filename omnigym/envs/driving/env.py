@@ -22,7 +22,6 @@ from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.controller import PLAN_POSES, PlanTracker, TrackerConfig, densify_plan
 from omnigym.envs.driving.dynamics import to_ego_frame
 from omnigym.envs.driving.observations import (
-    NO_LIGHT_DISTANCE,
     LaneTracker,
     agent_features,
     light_features,
@@ -31,7 +30,7 @@ from omnigym.envs.driving.observations import (
     vector_spaces,
 )
 from omnigym.envs.driving.render import RGB_CONFIG, BevConfig, BevRenderer, prerender_map, render_rgb
-from omnigym.envs.driving.scene import DT, HISTORY_STEPS, LIGHT_RED, LIGHT_YELLOW, Scene
+from omnigym.envs.driving.scene import DT, HISTORY_STEPS, Scene
 from omnigym.envs.driving.scenes import SceneSource
 from omnigym.envs.driving.simulator import STEP_COMPONENTS, DrivingSimulator, StepResult
 from omnigym.envs.driving.text import describe, text_space
@@ -253,24 +252,22 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         pose = sim.ego.pose
         light_now = sim.light_state[rows, sim.time]
         obs: dict[str, Any] = {}
-        route_index = np.minimum(np.round(sim.station).astype(np.int64), sim.route_num - 1)
         if "state" in keys:
-            stopping = ((light_now == LIGHT_RED) | (light_now == LIGHT_YELLOW)) & sim.light_valid
-            ahead = np.where(
-                stopping & (sim.light_station > sim.station[:, None]),
-                sim.light_station - sim.station[:, None],
-                np.inf,
-            )
             obs["state"] = state_features(
                 sim.ego.speed,
                 sim.ego.accel,
                 sim.ego.steer,
                 sim.ego.yaw_rate,
+                pose[:, 2],
                 sim.lateral,
-                pose[:, 2] - sim.route_heading[rows, route_index],
-                sim.route_limit[rows, route_index],
+                sim.station,
+                sim.route_heading,
+                sim.route_limit,
+                sim.route_num,
                 sim.command,
-                np.minimum(ahead.min(axis=1, initial=np.inf), NO_LIGHT_DISTANCE),
+                light_now,
+                sim.light_valid,
+                sim.light_station,
                 (sim.time - HISTORY_STEPS) / np.maximum(sim.episode_steps, 1),
             )
         if "agents" in keys:
@@ -290,6 +287,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
                 maps, pose, frame.pose, sim.agent_size, frame.valid, sim.light_pose, sim.light_size, state
             )
         if "text" in keys:
+            route_index = np.minimum(np.round(sim.station).astype(np.int64), sim.route_num - 1)
             obs["text"] = tuple(
                 self._describe(i, frame, light_now, route_index) for i in range(self.num_envs)
             )

@@ -21,7 +21,6 @@ import numpy as np
 from gymnasium import spaces
 from numba import njit
 
-from omnigym.envs.driving.dynamics import wrap_angle
 from omnigym.envs.driving.scene import (
     COMMAND_LEFT,
     COMMAND_RIGHT,
@@ -85,22 +84,82 @@ def state_features(
     accel: np.ndarray,
     steer: np.ndarray,
     yaw_rate: np.ndarray,
+    heading: np.ndarray,
     lateral: np.ndarray,
-    heading_error: np.ndarray,
-    speed_limit: np.ndarray,
+    station: np.ndarray,
+    route_heading: np.ndarray,
+    route_limit: np.ndarray,
+    route_num: np.ndarray,
     command: np.ndarray,
-    red_light_distance: np.ndarray,
+    light_state: np.ndarray,
+    light_valid: np.ndarray,
+    light_station: np.ndarray,
     elapsed: np.ndarray,
 ) -> np.ndarray:
-    """``state`` [N, 12] from per-env quantities [N]."""
-    one_hot = np.stack(
-        [command == COMMAND_LEFT, command == COMMAND_STRAIGHT, command == COMMAND_RIGHT], axis=1
-    )
-    columns = [speed, accel, steer, yaw_rate, lateral, wrap_angle(heading_error), speed_limit]
-    out = np.concatenate(
-        [np.stack(columns, axis=1), one_hot, np.stack([red_light_distance, elapsed], axis=1)], axis=1
-    )
-    return out.astype(np.float32)
+    """``state`` [N, 12] from the egos' dynamics [N], their routes and the lights on them.
+
+    The heading error and speed limit are read at the route point nearest the ego's station;
+    the next red or yellow stop line ahead on the route gives the light distance.
+
+    Args:
+        speed: ``[N]`` m/s.
+        accel: ``[N]`` m/s^2.
+        steer: ``[N]`` wheel angle, rad.
+        yaw_rate: ``[N]`` rad/s.
+        heading: ``[N]`` world heading, rad.
+        lateral: ``[N]`` offset from the route centreline, m (left positive).
+        station: ``[N]`` metres along the route.
+        route_heading: ``[N, R]`` route heading every metre.
+        route_limit: ``[N, R]`` speed limit every metre.
+        route_num: ``[N]`` valid route points.
+        command: ``[N]`` navigation command.
+        light_state: ``[N, K]`` light states now.
+        light_valid: ``[N, K]``.
+        light_station: ``[N, K]`` station of each stop line on the route (inf off the route).
+        elapsed: ``[N]`` share of the episode driven.
+    """
+    out = np.empty((len(speed), STATE_DIM), np.float32)
+    _state_features(
+        speed, accel, steer, yaw_rate, heading, lateral, station, route_heading, route_limit, route_num,
+        command, light_state, light_valid, light_station, elapsed, out,
+    )  # fmt: skip
+    return out
+
+
+@njit(cache=True)
+def _state_features(
+    speed: np.ndarray,
+    accel: np.ndarray,
+    steer: np.ndarray,
+    yaw_rate: np.ndarray,
+    heading: np.ndarray,
+    lateral: np.ndarray,
+    station: np.ndarray,
+    route_heading: np.ndarray,
+    route_limit: np.ndarray,
+    route_num: np.ndarray,
+    command: np.ndarray,
+    light_state: np.ndarray,
+    light_valid: np.ndarray,
+    light_station: np.ndarray,
+    elapsed: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    for n in range(len(speed)):
+        index = min(int(np.rint(station[n])), route_num[n] - 1)  # route points are 1 m apart
+        red_light = NO_LIGHT_DISTANCE
+        for k in range(light_state.shape[1]):
+            stopping = light_state[n, k] == LIGHT_RED or light_state[n, k] == LIGHT_YELLOW
+            if stopping and light_valid[n, k] and light_station[n, k] > station[n]:
+                red_light = min(red_light, light_station[n, k] - station[n])
+        out[n, 0], out[n, 1], out[n, 2], out[n, 3] = speed[n], accel[n], steer[n], yaw_rate[n]
+        out[n, 4] = lateral[n]
+        out[n, 5] = (heading[n] - route_heading[n, index] + np.pi) % (2 * np.pi) - np.pi
+        out[n, 6] = route_limit[n, index]
+        out[n, 7] = command[n] == COMMAND_LEFT
+        out[n, 8] = command[n] == COMMAND_STRAIGHT
+        out[n, 9] = command[n] == COMMAND_RIGHT
+        out[n, 10], out[n, 11] = red_light, elapsed[n]
 
 
 def agent_features(
@@ -198,6 +257,7 @@ class LaneTracker:
         self.config = config
         self.samples = np.zeros((num_slots, max_lanes, max_samples, 2))
         self.num_samples = np.zeros((num_slots, max_lanes), np.int64)
+        self.bounds = np.full((num_slots, max_lanes, 4), 1e6)  # min x, min y, max x, max y per lane
         self.selected = np.zeros((num_slots, config.num_lanes), np.int64)
         self.nearest = np.zeros((num_slots, config.num_lanes), np.int64)
         self.age = np.full(num_slots, LANE_REFRESH_STEPS, np.int64)
@@ -215,9 +275,11 @@ class LaneTracker:
             )
         self.samples[slot] = 1e6  # far away: never nearest
         self.num_samples[slot] = 0
+        self.bounds[slot] = 1e6
         for i, points in enumerate(lanes):
             self.samples[slot, i, : len(points)] = points
             self.num_samples[slot, i] = len(points)
+            self.bounds[slot, i] = (*points.min(axis=0), *points.max(axis=0))
         self.used_lanes = max(self.used_lanes, len(lanes))
         self.used_samples = max(self.used_samples, max(len(p) for p in lanes))
         self.age[slot] = LANE_REFRESH_STEPS
@@ -230,6 +292,7 @@ class LaneTracker:
             ego_pose,
             self.samples,
             self.num_samples,
+            self.bounds,
             self.selected,
             self.nearest,
             self.age,
@@ -246,6 +309,7 @@ def _lane_features(
     ego_pose: np.ndarray,
     samples: np.ndarray,
     num_samples: np.ndarray,
+    bounds: np.ndarray,
     selected: np.ndarray,
     nearest: np.ndarray,
     age: np.ndarray,
@@ -257,31 +321,44 @@ def _lane_features(
     """Update the lane choice (``selected``, ``nearest``, ``age``) and write ``lanes`` into ``out``.
 
     Which lanes are nearest is re-decided by a coarse search (every COARSE-th sample) when a slot's
-    choice is LANE_REFRESH_STEPS old (then also for slots half that old: fewer, bigger searches);
-    the nearest sample on each chosen lane is refined every step by a local search.
+    choice is LANE_REFRESH_STEPS old; lanes are searched nearest bounding box first, and the search
+    stops at boxes farther than the M-th nearest lane found. The nearest sample on each chosen lane
+    is refined every step by a local search.
     """
     num_slots, m = selected.shape
-    refresh_age = LANE_REFRESH_STEPS
-    if np.any(age >= LANE_REFRESH_STEPS):
-        refresh_age = LANE_REFRESH_STEPS // 2
     last = samples.shape[2] - 1
-    lane_distance = np.empty(used_lanes)
-    lane_nearest = np.empty(used_lanes, np.int64)
+    box_distance = np.empty(used_lanes)
+    found_lane = np.empty(m, np.int64)  # the nearest lanes so far, by (distance, lane index)
+    found_distance = np.empty(m)
+    found_nearest = np.empty(m, np.int64)
     for n in range(num_slots):
         x, y = ego_pose[n, 0], ego_pose[n, 1]
-        if age[n] >= refresh_age:
+        if age[n] >= LANE_REFRESH_STEPS:
             for lane in range(used_lanes):
+                gap_x = max(bounds[n, lane, 0] - x, 0.0, x - bounds[n, lane, 2])
+                gap_y = max(bounds[n, lane, 1] - y, 0.0, y - bounds[n, lane, 3])
+                box_distance[lane] = gap_x * gap_x + gap_y * gap_y
+            count = 0
+            for lane in np.argsort(box_distance, kind="mergesort"):
+                if count == m and box_distance[lane] > found_distance[m - 1]:
+                    break  # no sample of this lane (or of farther boxes) can be nearer
                 best, best_index = np.inf, 0
                 for i in range(0, used_samples, COARSE):
                     d2 = (samples[n, lane, i, 0] - x) ** 2 + (samples[n, lane, i, 1] - y) ** 2
                     if d2 < best:
                         best, best_index = d2, i
-                lane_distance[lane], lane_nearest[lane] = best, best_index
-            order = np.argsort(lane_distance, kind="mergesort")
-            for j in range(m):
-                # fewer lanes than m: repeat them (their rows are equal), nearest first
-                lane = order[j] if used_lanes > m else order[j * used_lanes // m]
-                selected[n, j], nearest[n, j] = lane, lane_nearest[lane]
+                row = min(count, m - 1)
+                if count == m and not _before(best, lane, found_distance[row], found_lane[row]):
+                    continue
+                while row > 0 and _before(best, lane, found_distance[row - 1], found_lane[row - 1]):
+                    found_lane[row], found_distance[row] = found_lane[row - 1], found_distance[row - 1]
+                    found_nearest[row] = found_nearest[row - 1]
+                    row -= 1
+                found_lane[row], found_distance[row], found_nearest[row] = lane, best, best_index
+                count = min(count + 1, m)
+            for j in range(m):  # fewer lanes than m: repeat them (their rows are equal), nearest first
+                row = j * count // m
+                selected[n, j], nearest[n, j] = found_lane[row], found_nearest[row]
             age[n] = 0
         age[n] += 1
         cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
@@ -304,6 +381,12 @@ def _lane_features(
                     -dx * sin + dy * cos,
                     1.0,
                 )
+
+
+@njit(cache=True)
+def _before(distance: float, lane: int, other_distance: float, other_lane: int) -> bool:
+    """Whether a lane sorts before another: nearer, or as near with a lower index."""
+    return distance < other_distance or (distance == other_distance and lane < other_lane)
 
 
 def light_features(
