@@ -23,7 +23,7 @@ from omnigym.envs.driving.map_raster import (
     RasterStack,
     rasterize_map,
 )
-from omnigym.envs.driving.observations import LANE_SAMPLE_SPACING
+from omnigym.envs.driving.observations import LANE_SAMPLE_SPACING, LaneSamples
 from omnigym.envs.driving.scene import (
     DT,
     HISTORY_STEPS,
@@ -47,7 +47,7 @@ class SceneAssets:
     route_points: np.ndarray  # [R, 2] every ROUTE_SPACING m
     route_heading: np.ndarray  # [R]
     route_speed_limit: np.ndarray  # [R]
-    lane_samples: list[np.ndarray]  # per lane, points every LANE_SAMPLE_SPACING m
+    lane_samples: LaneSamples  # lane centrelines every LANE_SAMPLE_SPACING m
     light_pose: np.ndarray  # [K, 3] red-light objects (stop boxes)
     light_size: np.ndarray  # [K, 2]
     light_station: np.ndarray  # [K] station of the stop line on the route, inf when off the route
@@ -75,9 +75,9 @@ def build_assets(
         if int(lane) in route_lanes:
             start = road_map.centreline(int(lane))[0]
             light_station[k] = float(np.argmin(np.sum((route - start) ** 2, axis=1))) * ROUTE_SPACING
-    lanes = [
-        resample_polyline(road_map.centreline(i), LANE_SAMPLE_SPACING) for i in range(road_map.num_lanes)
-    ]
+    lanes = LaneSamples.of(
+        [resample_polyline(road_map.centreline(i), LANE_SAMPLE_SPACING) for i in range(road_map.num_lanes)]
+    )
     return SceneAssets(
         raster=raster,
         route_points=route,

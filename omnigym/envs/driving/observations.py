@@ -245,6 +245,28 @@ def _route_features(
             out[n, p, 0], out[n, p, 1], out[n, p, 2] = dx * cos + dy * sin, -dx * sin + dy * cos, 1.0
 
 
+FAR = 1e6
+"""Coordinate of padding lane samples: far away, never nearest."""
+
+
+@dataclass(frozen=True)
+class LaneSamples:
+    """A scene's lane centrelines, sampled every LANE_SAMPLE_SPACING m, as padded arrays."""
+
+    points: np.ndarray  # [L, S, 2], padded with FAR
+    counts: np.ndarray  # [L] samples of each lane
+    bounds: np.ndarray  # [L, 4] min x, min y, max x, max y
+
+    @classmethod
+    def of(cls, lanes: list[np.ndarray]) -> LaneSamples:
+        """From per-lane sample arrays ``[S_i, 2]``."""
+        points = np.full((len(lanes), max(len(p) for p in lanes), 2), FAR)
+        for i, lane in enumerate(lanes):
+            points[i, : len(lane)] = lane
+        bounds = np.array([(*lane.min(axis=0), *lane.max(axis=0)) for lane in lanes]).reshape(-1, 4)
+        return cls(points, np.array([len(p) for p in lanes], np.int64), bounds)
+
+
 class LaneTracker:
     """The nearest lanes of each env and where along them the ego is, for the ``lanes`` key.
 
@@ -257,7 +279,7 @@ class LaneTracker:
         self.config = config
         self.samples = np.zeros((num_slots, max_lanes, max_samples, 2))
         self.num_samples = np.zeros((num_slots, max_lanes), np.int64)
-        self.bounds = np.full((num_slots, max_lanes, 4), 1e6)  # min x, min y, max x, max y per lane
+        self.bounds = np.full((num_slots, max_lanes, 4), FAR)  # min x, min y, max x, max y per lane
         self.selected = np.zeros((num_slots, config.num_lanes), np.int64)
         self.nearest = np.zeros((num_slots, config.num_lanes), np.int64)
         self.age = np.full(num_slots, LANE_REFRESH_STEPS, np.int64)
@@ -265,23 +287,22 @@ class LaneTracker:
         self.used_lanes = min(config.num_lanes, max_lanes)
         self.used_samples = 1
 
-    def load(self, slot: int, lanes: list[np.ndarray]) -> None:
-        """Lane centrelines of a new scene (each resampled every LANE_SAMPLE_SPACING m)."""
-        longest = max(len(p) for p in lanes)
-        if len(lanes) > self.samples.shape[1] or longest > self.samples.shape[2]:
+    def load(self, slot: int, lanes: LaneSamples) -> None:
+        """Lane centrelines of a new scene."""
+        num_lanes, longest = lanes.points.shape[:2]
+        if num_lanes > self.samples.shape[1] or longest > self.samples.shape[2]:
             raise ValueError(
-                f"scene has {len(lanes)} lanes of up to {longest} samples; the env holds "
+                f"scene has {num_lanes} lanes of up to {longest} samples; the env holds "
                 f"{self.samples.shape[1:3]}: raise max_lanes / max_lane_samples"
             )
-        self.samples[slot] = 1e6  # far away: never nearest
+        self.samples[slot] = FAR
+        self.samples[slot, :num_lanes, :longest] = lanes.points
         self.num_samples[slot] = 0
-        self.bounds[slot] = 1e6
-        for i, points in enumerate(lanes):
-            self.samples[slot, i, : len(points)] = points
-            self.num_samples[slot, i] = len(points)
-            self.bounds[slot, i] = (*points.min(axis=0), *points.max(axis=0))
-        self.used_lanes = max(self.used_lanes, len(lanes))
-        self.used_samples = max(self.used_samples, max(len(p) for p in lanes))
+        self.num_samples[slot, :num_lanes] = lanes.counts
+        self.bounds[slot] = FAR
+        self.bounds[slot, :num_lanes] = lanes.bounds
+        self.used_lanes = max(self.used_lanes, num_lanes)
+        self.used_samples = max(self.used_samples, longest)
         self.age[slot] = LANE_REFRESH_STEPS
 
     def features(self, ego_pose: np.ndarray) -> np.ndarray:

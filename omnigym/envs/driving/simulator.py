@@ -170,11 +170,14 @@ class DrivingSimulator:
             )
         assets = self.assets.get(scene)
         self.scenes[slot], self.slot_assets[slot] = scene, assets
-        self.agent_pose[slot] = 0.0
-        self.agent_valid[slot] = False
-        self.agent_pose[slot, :t, :a] = log.agent_pose
-        self.agent_speed[slot, :t, :a] = log.agent_speed
-        self.agent_valid[slot, :t, :a] = log.agent_valid
+        for array, values in (
+            (self.agent_pose, log.agent_pose),
+            (self.agent_speed, log.agent_speed),
+            (self.agent_valid, log.agent_valid),
+        ):  # the log, padded (each element written once)
+            array[slot, :t, :a] = values
+            array[slot, :t, a:] = 0
+            array[slot, t:] = 0
         self.agent_size[slot] = 1.0
         self.agent_size[slot, :a] = log.agent_size
         self.agent_type[slot] = AGENT_VEHICLE

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from omnigym.envs.driving.observations import COARSE, LaneTracker, ObservationConfig
+from omnigym.envs.driving.observations import COARSE, LaneSamples, LaneTracker, ObservationConfig
 
 
 def test_lane_choice_matches_a_full_search():
@@ -18,7 +18,7 @@ def test_lane_choice_matches_a_full_search():
             bend = np.cumsum(rng.normal(0, 0.05, length))
             points = start + 2.0 * np.cumsum(np.stack([np.cos(heading + bend), np.sin(heading + bend)], 1), 0)
             lanes.append(points)
-        tracker.load(slot, lanes)
+        tracker.load(slot, LaneSamples.of(lanes))
         scenes.append(lanes)
     ego = np.concatenate([rng.uniform(-150, 150, (8, 2)), rng.uniform(-np.pi, np.pi, (8, 1))], axis=1)
     features = tracker.features(ego)
