@@ -52,6 +52,7 @@ class SceneAssets:
     light_size: np.ndarray  # [K, 2]
     light_station: np.ndarray  # [K] station of the stop line on the route, inf when off the route
     agent_travel: float = np.inf  # metres a logged agent moves at most within the TTC horizon
+    raster_index: int = -1  # entry of ``raster`` in the simulator's RasterPool
     map_image: Any = None  # render.MapImage when the image key is used
     human: np.ndarray | None = None  # [W, num sub-metrics] the logged human's window scores
 
@@ -156,11 +157,17 @@ def human_window_scores(scene: Scene, assets: SceneAssets, window: int = HORIZON
 
 
 class AssetCache:
-    """An LRU cache of :class:`SceneAssets` by scene id."""
+    """An LRU cache of :class:`SceneAssets` by scene id; ``on_evict`` hears of each eviction."""
 
-    def __init__(self, build: Callable[[Scene], SceneAssets], max_size: int = 64) -> None:
+    def __init__(
+        self,
+        build: Callable[[Scene], SceneAssets],
+        max_size: int = 64,
+        on_evict: Callable[[SceneAssets], None] | None = None,
+    ) -> None:
         self.build = build
         self.max_size = max_size
+        self.on_evict = on_evict
         self._items: OrderedDict[int, SceneAssets] = OrderedDict()
 
     def get(self, scene: Scene) -> SceneAssets:
@@ -172,5 +179,7 @@ class AssetCache:
         assets = self.build(scene)
         self._items[key] = assets
         while len(self._items) > self.max_size:
-            self._items.popitem(last=False)
+            _, evicted = self._items.popitem(last=False)
+            if self.on_evict is not None:
+                self.on_evict(evicted)
         return assets

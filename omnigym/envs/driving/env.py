@@ -313,7 +313,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
                 int(light_now[i, k]),
                 float(sim.light_station[i, k] - sim.station[i]),
             )
-        area, _ = sim.rasters.query(np.array([i]), sim.ego.pose[i : i + 1, :2])  # type: ignore[union-attr]
+        area, _ = sim.rasters.query(sim.map_index[i : i + 1], sim.ego.pose[i : i + 1, :2])  # type: ignore[union-attr]
         return describe(
             command=int(sim.command[i]),
             ego_speed=float(sim.ego.speed[i]),

@@ -167,19 +167,6 @@ class RasterStack:
     lane: np.ndarray  # [M, H, W] int16
 
     @classmethod
-    def empty(
-        cls, num_maps: int, *, resolution: float = DEFAULT_RESOLUTION, extent: float = DEFAULT_EXTENT
-    ) -> RasterStack:
-        """``num_maps`` blank slots."""
-        size = int(np.ceil(extent / resolution))
-        return cls(
-            origin=np.zeros((num_maps, 2)),
-            resolution=resolution,
-            area=np.zeros((num_maps, size, size), np.uint8),
-            lane=np.full((num_maps, size, size), -1, np.int16),
-        )
-
-    @classmethod
     def of(cls, rasters: list[MapRaster]) -> RasterStack:
         """Stack rasters that share a resolution and canvas size."""
         if len({r.area.shape for r in rasters}) != 1 or len({r.resolution for r in rasters}) != 1:
@@ -202,6 +189,10 @@ class RasterStack:
         self.area[slot] = raster.area
         self.lane[slot] = raster.lane
 
+    def view(self, index: int) -> MapRaster:
+        """Entry ``index`` as a :class:`MapRaster` (views, not copies)."""
+        return MapRaster(self.origin[index], self.resolution, self.area[index], self.lane[index])
+
     def query(self, map_index: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(area bits, lane id)`` at world ``points [B, ..., 2]`` of maps ``map_index [B]``.
 
@@ -214,6 +205,59 @@ class RasterStack:
         lane = np.empty(flat.shape[:2], np.int16)
         _query(self.origin, self.resolution, self.area, self.lane, map_index, flat, area, lane)
         return area.reshape(points.shape[:-1]), lane.reshape(points.shape[:-1])
+
+
+class RasterPool:
+    """The rasters of the scenes in memory, in one :class:`RasterStack` that queries index directly.
+
+    A scene's raster is stored once, when its assets are built, and its entry is given back when
+    the scene has left the asset cache and no env slot drives on it any more: loading a scene
+    into a slot copies no raster. Entries never used take no memory (the stack is allocated
+    uninitialised, so the OS maps its pages on first write).
+
+    Args:
+        capacity: entries; the asset cache size plus the number of slots always suffices.
+        like: a raster giving the resolution and canvas size.
+    """
+
+    def __init__(self, capacity: int, like: MapRaster) -> None:
+        self.stack = RasterStack(
+            origin=np.zeros((capacity, 2)),
+            resolution=like.resolution,
+            area=np.empty((capacity, *like.area.shape), np.uint8),
+            lane=np.empty((capacity, *like.lane.shape), np.int16),
+        )
+        self._free = list(range(capacity - 1, -1, -1))
+        self._users = np.zeros(capacity, np.int64)
+        self._dropped = np.zeros(capacity, bool)  # out of the cache: freed once unused
+
+    def store(self, raster: MapRaster) -> int:
+        """Copy ``raster`` into a free entry and return its index."""
+        if not self._free:
+            raise RuntimeError("raster pool full: every entry is cached or in use (capacity too small)")
+        index = self._free.pop()
+        self.stack.put(index, raster)
+        self._dropped[index] = False
+        return index
+
+    def pin(self, index: int) -> None:
+        """A slot drives on entry ``index``."""
+        self._users[index] += 1
+
+    def unpin(self, index: int) -> None:
+        """A slot left entry ``index``."""
+        self._users[index] -= 1
+        self._free_if_unused(index)
+
+    def drop(self, index: int) -> None:
+        """Entry ``index`` left the asset cache."""
+        self._dropped[index] = True
+        self._free_if_unused(index)
+
+    def _free_if_unused(self, index: int) -> None:
+        if self._dropped[index] and self._users[index] == 0:
+            self._dropped[index] = False
+            self._free.append(index)
 
 
 @njit(cache=True)

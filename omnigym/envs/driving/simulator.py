@@ -25,7 +25,7 @@ from omnigym.envs.driving.comfort import last_step_weights
 from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.controller import PlanTracker, TrackerConfig, densify_plan
 from omnigym.envs.driving.dynamics import BicycleLimits, EgoState, bicycle_step, wrap_angle
-from omnigym.envs.driving.map_raster import RasterStack
+from omnigym.envs.driving.map_raster import RasterPool, RasterStack
 from omnigym.envs.driving.planner import reference_progress
 from omnigym.envs.driving.scene import (
     AGENT_VEHICLE,
@@ -86,7 +86,7 @@ class DrivingSimulator:
         self.limits = BicycleLimits()
         self.tracker = PlanTracker(self.limits, TrackerConfig())
         self.tracker.resize(num_slots)
-        self.assets = AssetCache(self._build_assets, config.asset_cache_size)
+        self.assets = AssetCache(self._build_assets, config.asset_cache_size, on_evict=self._drop_raster)
         scene_config = config.scene_config
         self.step_limit: int | None = None  # a shorter time limit than the scenes', in 0.1 s steps
         self.max_steps = HISTORY_STEPS + round(scene_config.episode_seconds / DT) + HORIZON_STEPS
@@ -119,7 +119,8 @@ class DrivingSimulator:
         self.route_num = np.ones(n, np.int64)
         self.route_station = np.zeros((n, 1))
         self._world: metrics.ScoringWorld | None = None
-        self.rasters: RasterStack | None = None
+        self.raster_pool: RasterPool | None = None  # created with the first scene's raster
+        self.map_index = np.full(n, -1, np.int64)  # each slot's entry in the pool
         self.episode_steps = np.zeros(n, np.int64)
         self.command = np.zeros(n, np.int64)
         self.time = np.full(n, HISTORY_STEPS, np.int64)  # log index of "now"
@@ -152,10 +153,24 @@ class DrivingSimulator:
     # --- scenes ---------------------------------------------------------------------------------------
     def _build_assets(self, scene: Scene) -> SceneAssets:
         assets = build_assets(scene)
+        if self.raster_pool is None:  # at most every cached scene plus one per slot
+            self.raster_pool = RasterPool(self.assets.max_size + self.n + 1, like=assets.raster)
+        assets.raster_index = self.raster_pool.store(assets.raster)
+        assets.raster = self.raster_pool.stack.view(assets.raster_index)  # one copy in memory
         if self.map_image_builder is not None:
             assets.map_image = self.map_image_builder(scene)  # type: ignore[operator]
         assets.human = human_window_scores(scene, assets, WINDOW)
         return assets
+
+    def _drop_raster(self, assets: SceneAssets) -> None:
+        assert self.raster_pool is not None
+        self.raster_pool.drop(assets.raster_index)
+
+    @property
+    def rasters(self) -> RasterStack:
+        """The map rasters; slot ``i`` drives on entry ``map_index[i]``."""
+        assert self.raster_pool is not None, "no scene loaded yet"
+        return self.raster_pool.stack
 
     def load(self, slot: int, scene: Scene) -> None:
         """Put ``scene`` in ``slot``; :meth:`start_episodes` then starts its episode."""
@@ -196,13 +211,11 @@ class DrivingSimulator:
         self.log_ego_pose[slot, :t] = log.ego_pose
         self.log_ego_speed[slot, :t] = log.ego_speed
         self._load_route(slot, assets)
-        if self.rasters is None:
-            self.rasters = RasterStack.empty(
-                self.n,
-                resolution=assets.raster.resolution,
-                extent=assets.raster.area.shape[0] * assets.raster.resolution,
-            )
-        self.rasters.put(slot, assets.raster)
+        assert self.raster_pool is not None
+        if self.map_index[slot] >= 0:
+            self.raster_pool.unpin(int(self.map_index[slot]))
+        self.raster_pool.pin(assets.raster_index)
+        self.map_index[slot] = assets.raster_index
         self.episode_steps[slot] = scene.episode_steps
         self.command[slot] = scene.route.command
         if self.model is not None:
@@ -270,11 +283,10 @@ class DrivingSimulator:
 
         With ``idx`` None these are views of the slot arrays, not copies.
         """
-        assert self.rasters is not None
         if self._world is None:
             self._world = metrics.ScoringWorld(
                 raster=self.rasters,
-                map_index=np.arange(self.n),
+                map_index=self.map_index,
                 route_points=self.route_points,
                 route_num_points=self.route_num,
                 agent_size=self.agent_size,
@@ -406,7 +418,6 @@ class DrivingSimulator:
     # --- per-step scores ------------------------------------------------------------------------------
     def _step_scores(self) -> dict[str, np.ndarray]:
         """This step's NAVSIM checks of every slot (see :mod:`~omnigym.envs.driving.step_checks`)."""
-        assert self.rasters is not None
         future_pose, future_valid, future_index, travel = self._agents_ahead()
         out = np.empty((self.n, len(CHECKS)))
         score_step(
@@ -432,6 +443,7 @@ class DrivingSimulator:
             self.rasters.resolution,
             self.rasters.area,
             self.rasters.lane,
+            self.map_index,
             self.route_points,
             self.route_station,
             self.route_index,

@@ -56,6 +56,7 @@ def score_step(
     raster_resolution: float,
     raster_area: np.ndarray,
     raster_lane: np.ndarray,
+    raster_index: np.ndarray,
     route_points: np.ndarray,
     route_station: np.ndarray,
     route_index: np.ndarray,
@@ -92,10 +93,11 @@ def score_step(
         light_pose: ``[N, K, 3]`` red-light stop boxes.
         light_size: ``[N, K, 2]``.
         light_red: ``[N, T, K]`` red lights over the log, read at ``time``.
-        raster_origin: ``[N, 2]`` of the slots' map rasters (``RasterStack``).
+        raster_origin: ``[M, 2]`` of the map rasters (``RasterStack``).
         raster_resolution: metres per pixel.
-        raster_area: ``[N, H, W]`` area bits.
-        raster_lane: ``[N, H, W]`` lane ids.
+        raster_area: ``[M, H, W]`` area bits.
+        raster_lane: ``[M, H, W]`` lane ids.
+        raster_index: ``[N]`` each slot's raster.
         route_points: ``[N, R, 2]`` route centrelines.
         route_station: ``[N, R]`` their arc length.
         route_index: ``[N]`` projection hints; updated.
@@ -119,7 +121,16 @@ def score_step(
         x, y, heading = ego_pose[n, 0], ego_pose[n, 1], ego_pose[n, 2]
         length, width = ego_size[0], ego_size[1]
         multiple_lanes, non_drivable, oncoming, in_intersection = area_at(
-            raster_origin, raster_resolution, raster_area, raster_lane, n, x, y, heading, length, width
+            raster_origin,
+            raster_resolution,
+            raster_area,
+            raster_lane,
+            raster_index[n],
+            x,
+            y,
+            heading,
+            length,
+            width,
         )
         colliding = np.zeros(agent_pose.shape[2], np.bool_)
         nc = collisions_at(

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from omnigym.envs.driving.map_raster import DRIVABLE, INTERSECTION, RasterStack, rasterize_map
+from omnigym.envs.driving.map_raster import DRIVABLE, INTERSECTION, RasterPool, RasterStack, rasterize_map
 from omnigym.envs.driving.maps import (
     BUILDERS,
     LaneGeometry,
@@ -145,3 +145,22 @@ def test_lane_geometry_pose_on_a_straight_lane():
     # 1 m along x and y, then sqrt(2) m to the left (direction (-1, 1)/sqrt(2)); stations clip at the end
     np.testing.assert_allclose(pose[0], [0.0, 2.0, np.pi / 4], atol=1e-5)
     np.testing.assert_allclose(pose[1], [10.0, 10.0, np.pi / 4], atol=1e-5)
+
+
+def test_raster_pool_frees_an_entry_only_when_out_of_the_cache_and_unused():
+    built = build_straight(np.random.default_rng(0))
+    raster = rasterize_map(built.road_map, built.routes[0])
+    pool = RasterPool(capacity=2, like=raster)
+    first, second = pool.store(raster), pool.store(raster)
+    assert {first, second} == {0, 1}
+    np.testing.assert_array_equal(pool.stack.view(first).area, raster.area)
+    with pytest.raises(RuntimeError, match="pool full"):
+        pool.store(raster)
+    pool.pin(first)
+    pool.drop(first)  # out of the cache but still driven on: kept
+    with pytest.raises(RuntimeError, match="pool full"):
+        pool.store(raster)
+    pool.unpin(first)  # now free
+    assert pool.store(raster) == first
+    pool.drop(second)  # out of the cache and unused: free at once
+    assert pool.store(raster) == second
