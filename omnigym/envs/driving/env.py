@@ -22,6 +22,7 @@ from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.controller import PLAN_POSES, PlanTracker, TrackerConfig, densify_plan
 from omnigym.envs.driving.dynamics import to_ego_frame
 from omnigym.envs.driving.observations import (
+    VECTOR_KEYS,
     LaneTracker,
     agent_features,
     light_features,
@@ -202,10 +203,14 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
             setattr(result, key, np.where(resetting, 0 if key == "reward" else False, getattr(result, key)))
         info = self._step_info(result, ~resetting)
         ended = (result.terminated | result.truncated) & ~resetting
+        obs = None
         if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
-            final_obs = self._observe(final=True)
+            # vector keys only: observe every env, then recompute just the envs that reset
+            partial = set(self.config.observation.keys) <= set(VECTOR_KEYS) and not self.config.privileged
+            final_obs = self._observe() if partial else self._observe(final=True)
             info["final_obs"] = np.array(
-                [_row(final_obs, i) if ended[i] else None for i in range(self.num_envs)], dtype=object
+                [_row(final_obs, i) if ended[i] else None for i in range(self.num_envs)],
+                dtype=object,
             )
             info["_final_obs"] = ended.copy()
             info["final_info"] = dict(info)
@@ -213,9 +218,12 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
             info["final_info"].pop("_final_obs")
             info["_final_info"] = ended.copy()
             self._reset_slots(ended)
+            if partial:
+                light_now = self.sim.light_state[np.arange(self.num_envs), self.sim.time]
+                obs = self._vector_keys(self.sim.agents_now(), light_now, np.flatnonzero(ended), final_obs)
         self._needs_reset = ended
         return (
-            self._observe(),
+            self._observe() if obs is None else obs,
             result.reward.astype(np.float64),
             result.terminated.copy(),
             result.truncated.copy(),
@@ -246,40 +254,10 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         tracking as it was.
         """
         sim, keys = self.sim, self.config.observation.keys
-        cfg = self.config.observation
-        rows = np.arange(self.num_envs)
         frame = sim.agents_now()
         pose = sim.ego.pose
-        light_now = sim.light_state[rows, sim.time]
-        obs: dict[str, Any] = {}
-        if "state" in keys:
-            obs["state"] = state_features(
-                sim.ego.speed,
-                sim.ego.accel,
-                sim.ego.steer,
-                sim.ego.yaw_rate,
-                pose[:, 2],
-                sim.lateral,
-                sim.station,
-                sim.route_heading,
-                sim.route_limit,
-                sim.route_num,
-                sim.command,
-                light_now,
-                sim.light_valid,
-                sim.light_station,
-                (sim.time - HISTORY_STEPS) / np.maximum(sim.episode_steps, 1),
-            )
-        if "agents" in keys:
-            obs["agents"] = agent_features(
-                pose, frame.pose, frame.speed, sim.agent_size, frame.valid, cfg.num_agents
-            )
-        if "route" in keys:
-            obs["route"] = route_features(pose, sim.route_points, sim.route_num, sim.station, cfg)
-        if "lanes" in keys:
-            obs["lanes"] = self.lanes.features(pose)
-        if "lights" in keys:
-            obs["lights"] = light_features(pose, sim.light_pose, light_now, sim.light_valid, cfg.num_lights)
+        light_now = sim.light_state[np.arange(self.num_envs), sim.time]
+        obs = self._vector_keys(frame, light_now)
         if self._renderer is not None:
             maps = [assets.map_image for assets in sim.slot_assets]  # type: ignore[union-attr]
             state = np.where(sim.light_valid, light_now, -1)
@@ -301,6 +279,63 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
                 tracker.points, tracker.arc, tracker.speed, tracker.step = saved
                 self._expert_age = age
         return obs
+
+    def _vector_keys(
+        self,
+        frame: Any,
+        light_now: np.ndarray,
+        rows: np.ndarray | None = None,
+        out: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The vector keys (``state``, ``agents``, ``route``, ``lanes``, ``lights``) asked for.
+
+        With ``rows`` and ``out``, only the envs ``rows`` are computed, into ``out``'s arrays.
+        """
+        sim, keys, cfg = self.sim, self.config.observation.keys, self.config.observation
+        pose = sim.ego.pose
+        out = {} if out is None else out
+        if "state" in keys:
+            out["state"] = state_features(
+                sim.ego.speed,
+                sim.ego.accel,
+                sim.ego.steer,
+                sim.ego.yaw_rate,
+                pose[:, 2],
+                sim.lateral,
+                sim.station,
+                sim.route_heading,
+                sim.route_limit,
+                sim.route_num,
+                sim.command,
+                light_now,
+                sim.light_valid,
+                sim.light_station,
+                (sim.time - HISTORY_STEPS) / np.maximum(sim.episode_steps, 1),
+                rows=rows,
+                out=out.get("state"),
+            )
+        if "agents" in keys:
+            out["agents"] = agent_features(
+                pose,
+                frame.pose,
+                frame.speed,
+                sim.agent_size,
+                frame.valid,
+                cfg.num_agents,
+                rows,
+                out.get("agents"),
+            )
+        if "route" in keys:
+            out["route"] = route_features(
+                pose, sim.route_points, sim.route_num, sim.station, cfg, rows, out.get("route")
+            )
+        if "lanes" in keys:
+            out["lanes"] = self.lanes.features(pose, rows, out.get("lanes"))
+        if "lights" in keys:
+            out["lights"] = light_features(
+                pose, sim.light_pose, light_now, sim.light_valid, cfg.num_lights, rows, out.get("lights")
+            )
+        return out
 
     def _describe(self, i: int, frame: Any, light_now: np.ndarray, route_index: np.ndarray) -> str:
         sim = self.sim

@@ -67,6 +67,21 @@ class ObservationConfig:
             raise ValueError(f"lane_spacing must be >= {LANE_SAMPLE_SPACING} m and route_spacing >= 1 m")
 
 
+def _output(
+    shape: tuple[int, ...], rows: np.ndarray | None, out: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where a key is written and which envs are computed.
+
+    Every env into a new zeroed array, or the envs ``rows`` into ``out`` (their rows zeroed first).
+    """
+    if out is None:
+        return np.zeros(shape, np.float32), np.arange(shape[0])
+    if rows is None:
+        raise ValueError("out needs rows: the envs to compute")
+    out[rows] = 0.0
+    return out, rows
+
+
 def vector_spaces(config: ObservationConfig) -> dict[str, spaces.Box]:
     """The Box space of every vector key."""
     shapes = {
@@ -95,6 +110,8 @@ def state_features(
     light_valid: np.ndarray,
     light_station: np.ndarray,
     elapsed: np.ndarray,
+    rows: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``state`` [N, 12] from the egos' dynamics [N], their routes and the lights on them.
 
@@ -117,11 +134,13 @@ def state_features(
         light_valid: ``[N, K]``.
         light_station: ``[N, K]`` station of each stop line on the route (inf off the route).
         elapsed: ``[N]`` share of the episode driven.
+        rows: with ``out``, compute only these envs into it.
+        out: ``[N, 12]`` to update in place.
     """
-    out = np.empty((len(speed), STATE_DIM), np.float32)
+    out, rows = _output((len(speed), STATE_DIM), rows, out)
     _state_features(
         speed, accel, steer, yaw_rate, heading, lateral, station, route_heading, route_limit, route_num,
-        command, light_state, light_valid, light_station, elapsed, out,
+        command, light_state, light_valid, light_station, elapsed, rows, out,
     )  # fmt: skip
     return out
 
@@ -143,9 +162,10 @@ def _state_features(
     light_valid: np.ndarray,
     light_station: np.ndarray,
     elapsed: np.ndarray,
+    rows: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    for n in range(len(speed)):
+    for n in rows:
         index = min(int(np.rint(station[n])), route_num[n] - 1)  # route points are 1 m apart
         red_light = NO_LIGHT_DISTANCE
         for k in range(light_state.shape[1]):
@@ -163,11 +183,21 @@ def _state_features(
 
 
 def agent_features(
-    ego_pose: np.ndarray, pose: np.ndarray, speed: np.ndarray, size: np.ndarray, valid: np.ndarray, k: int
+    ego_pose: np.ndarray,
+    pose: np.ndarray,
+    speed: np.ndarray,
+    size: np.ndarray,
+    valid: np.ndarray,
+    k: int,
+    rows: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``agents`` [N, K, 9]: the ``k`` nearest valid agents (within AGENT_RADIUS) in the ego frame."""
-    out = np.zeros((len(ego_pose), k, 9), np.float32)
-    _agent_features(ego_pose, pose, speed, size, valid, out)
+    """``agents`` [N, K, 9]: the ``k`` nearest valid agents (within AGENT_RADIUS) in the ego frame.
+
+    With ``out`` and ``rows``, only the envs ``rows`` are computed, into ``out``.
+    """
+    out, rows = _output((len(ego_pose), k, 9), rows, out)
+    _agent_features(ego_pose, pose, speed, size, valid, rows, out)
     return out
 
 
@@ -178,13 +208,14 @@ def _agent_features(
     speed: np.ndarray,
     size: np.ndarray,
     valid: np.ndarray,
+    rows: np.ndarray,
     out: np.ndarray,
 ) -> None:
     num_agents, k = pose.shape[1], out.shape[1]
     local = np.empty((num_agents, 2))
     nearest = np.empty(k, np.int64)  # the agents seen so far, nearest first
     nearest_distance = np.empty(k)
-    for n in range(len(ego_pose)):
+    for n in rows:
         cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
         count = 0
         for a in range(num_agents):
@@ -219,10 +250,15 @@ def route_features(
     route_num_points: np.ndarray,
     station: np.ndarray,
     config: ObservationConfig,
+    rows: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``route`` [N, P, 3]: route points every ``route_spacing`` m past the ego's station."""
-    out = np.zeros((len(ego_pose), config.num_route_points, 3), np.float32)
-    _route_features(ego_pose, route_points, route_num_points, station, config.route_spacing, out)
+    """``route`` [N, P, 3]: route points every ``route_spacing`` m past the ego's station.
+
+    With ``out`` and ``rows``, only the envs ``rows`` are computed, into ``out``.
+    """
+    out, rows = _output((len(ego_pose), config.num_route_points, 3), rows, out)
+    _route_features(ego_pose, route_points, route_num_points, station, config.route_spacing, rows, out)
     return out
 
 
@@ -233,9 +269,10 @@ def _route_features(
     route_num_points: np.ndarray,
     station: np.ndarray,
     spacing: float,
+    rows: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    for n in range(len(ego_pose)):
+    for n in rows:
         cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
         for p in range(out.shape[1]):
             index = int(np.rint(station[n] + (p + 1) * spacing))  # route points are 1 m apart
@@ -305,9 +342,12 @@ class LaneTracker:
         self.used_samples = max(self.used_samples, longest)
         self.age[slot] = LANE_REFRESH_STEPS
 
-    def features(self, ego_pose: np.ndarray) -> np.ndarray:
-        """``lanes`` [N, M, P, 3] for the egos [N, 3]."""
-        out = np.zeros((len(ego_pose), self.config.num_lanes, self.config.num_lane_points, 3), np.float32)
+    def features(
+        self, ego_pose: np.ndarray, rows: np.ndarray | None = None, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``lanes`` [N, M, P, 3] for the egos [N, 3] (with ``out``: only the envs ``rows``, into it)."""
+        shape = (len(ego_pose), self.config.num_lanes, self.config.num_lane_points, 3)
+        out, rows = _output(shape, rows, out)
         stride = round(self.config.lane_spacing / LANE_SAMPLE_SPACING)
         _lane_features(
             ego_pose,
@@ -320,6 +360,7 @@ class LaneTracker:
             self.used_lanes,
             self.used_samples,
             stride,
+            rows,
             out,
         )
         return out
@@ -337,6 +378,7 @@ def _lane_features(
     used_lanes: int,
     used_samples: int,
     stride: int,
+    rows: np.ndarray,
     out: np.ndarray,
 ) -> None:
     """Update the lane choice (``selected``, ``nearest``, ``age``) and write ``lanes`` into ``out``.
@@ -346,13 +388,13 @@ def _lane_features(
     stops at boxes farther than the M-th nearest lane found. The nearest sample on each chosen lane
     is refined every step by a local search.
     """
-    num_slots, m = selected.shape
+    m = selected.shape[1]
     last = samples.shape[2] - 1
     box_distance = np.empty(used_lanes)
     found_lane = np.empty(m, np.int64)  # the nearest lanes so far, by (distance, lane index)
     found_distance = np.empty(m)
     found_nearest = np.empty(m, np.int64)
-    for n in range(num_slots):
+    for n in rows:
         x, y = ego_pose[n, 0], ego_pose[n, 1]
         if age[n] >= LANE_REFRESH_STEPS:
             for lane in range(used_lanes):
@@ -411,11 +453,20 @@ def _before(distance: float, lane: int, other_distance: float, other_lane: int) 
 
 
 def light_features(
-    ego_pose: np.ndarray, light_pose: np.ndarray, light_state: np.ndarray, light_valid: np.ndarray, k: int
+    ego_pose: np.ndarray,
+    light_pose: np.ndarray,
+    light_state: np.ndarray,
+    light_valid: np.ndarray,
+    k: int,
+    rows: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``lights`` [N, J, 6]: the ``k`` nearest stop lines ahead of the ego (x > -2 m), within 80 m."""
-    out = np.zeros((len(ego_pose), k, 6), np.float32)
-    _light_features(ego_pose, light_pose, light_state, light_valid, out)
+    """``lights`` [N, J, 6]: the ``k`` nearest stop lines ahead of the ego (x > -2 m), within 80 m.
+
+    With ``out`` and ``rows``, only the envs ``rows`` are computed, into ``out``.
+    """
+    out, rows = _output((len(ego_pose), k, 6), rows, out)
+    _light_features(ego_pose, light_pose, light_state, light_valid, rows, out)
     return out
 
 
@@ -425,12 +476,13 @@ def _light_features(
     light_pose: np.ndarray,
     light_state: np.ndarray,
     light_valid: np.ndarray,
+    rows: np.ndarray,
     out: np.ndarray,
 ) -> None:
     num_lights = light_pose.shape[1]
     distance = np.empty(num_lights)
     local = np.empty((num_lights, 2))
-    for n in range(len(ego_pose)):
+    for n in rows:
         cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
         for j in range(num_lights):
             dx, dy = light_pose[n, j, 0] - ego_pose[n, 0], light_pose[n, j, 1] - ego_pose[n, 1]

@@ -515,3 +515,26 @@ def test_traffic_model_hook_moves_the_agents(driving_kwargs):
     now = env.simulator.agents_now()  # the model's frame replaced the log's moving agents
     np.testing.assert_array_equal(now.pose[now.valid], start.pose[start.valid])
     assert np.all(now.speed == 0)
+
+
+def test_autoreset_recomputes_only_the_reset_envs_and_matches_a_full_observation(driving_kwargs):
+    # vector keys only: the env observes once, resets the ended envs and recomputes just those;
+    # with the text key it observes everything twice. The stateless keys must agree exactly.
+    keys = ("state", "agents", "route", "lights")
+    fast = DrivingVectorEnv(num_envs=4, obs_keys=keys, **driving_kwargs)
+    full = DrivingVectorEnv(num_envs=4, obs_keys=(*keys, "text"), **driving_kwargs)
+    fast.reset(seed=1)
+    full.reset(seed=1)
+    rng = np.random.default_rng(0)
+    resets = 0
+    for _ in range(120):
+        action = np.stack([rng.uniform(-3, 3, 4), rng.uniform(-0.5, 0.5, 4)], axis=1)
+        obs_fast, _, term, trunc, info_fast = fast.step(action)
+        obs_full, *_, info_full = full.step(action)
+        for key in keys:
+            np.testing.assert_array_equal(obs_fast[key], obs_full[key], err_msg=key)
+        for i in np.flatnonzero(term | trunc):
+            resets += 1
+            for key in keys:
+                np.testing.assert_array_equal(info_fast["final_obs"][i][key], info_full["final_obs"][i][key])
+    assert resets >= 3
