@@ -36,18 +36,20 @@ OFFSET_TIME_CONSTANT = 1.0
 """Seconds over which a proposal moves from the ego's lateral position to its offset."""
 
 
-def _leaders_on_route(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Station, along-route speed and length ``[n, K]`` of agents driving along each route ahead.
+def _lead_objects(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What IDM follows on each route ahead: ``(rear station, speed)`` ``[n, NUM_LEADERS + 1]``.
 
-    Among the SEARCHED_AGENTS agents nearest to the ego (only those can lead within the
-    horizon); station inf for the others.
+    The NUM_LEADERS nearest agents driving along the route ahead (among the SEARCHED_AGENTS
+    agents nearest to the ego: only those can lead within the horizon), moving at their speed
+    along the route, and the nearest red or yellow stop line, standing; inf where there is none.
     """
     frame = sim.agents_now()
-    k = min(SEARCHED_AGENTS, frame.valid.shape[1])
-    station = np.full((len(idx), k), np.inf)
-    speed, length = np.zeros((len(idx), k)), np.zeros((len(idx), k))
-    _find_leaders(
-        np.asarray(idx, np.int64),
+    k = min(NUM_LEADERS, SEARCHED_AGENTS, frame.valid.shape[1])
+    position = np.full((len(idx), k + 1), np.inf)
+    speed = np.zeros((len(idx), k + 1))
+    rows = np.asarray(idx, np.int64)
+    _find_lead_objects(
+        rows,
         sim.ego.pose,
         sim.station,
         frame.pose,
@@ -57,15 +59,18 @@ def _leaders_on_route(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarra
         sim.route_points,
         sim.route_heading,
         sim.route_num,
-        station,
+        sim.light_state[rows, sim.time[rows]],
+        sim.light_valid,
+        sim.light_station,
+        min(SEARCHED_AGENTS, frame.valid.shape[1]),
+        position,
         speed,
-        length,
     )
-    return station, speed, length
+    return position, speed
 
 
 @njit(cache=True)
-def _find_leaders(
+def _find_lead_objects(
     idx: np.ndarray,
     ego_pose: np.ndarray,
     ego_station: np.ndarray,
@@ -76,50 +81,55 @@ def _find_leaders(
     route_points: np.ndarray,
     route_heading: np.ndarray,
     route_num: np.ndarray,
-    out_station: np.ndarray,
+    light_state: np.ndarray,
+    light_valid: np.ndarray,
+    light_station: np.ndarray,
+    searched: int,
+    out_position: np.ndarray,
     out_speed: np.ndarray,
-    out_length: np.ndarray,
 ) -> None:
-    num_agents, k = pose.shape[1], out_station.shape[1]
+    num_agents, k = pose.shape[1], out_position.shape[1] - 1
     distance = np.empty(num_agents)
     for row in range(len(idx)):
         n = idx[row]
         for a in range(num_agents):
             dx, dy = pose[n, a, 0] - ego_pose[n, 0], pose[n, a, 1] - ego_pose[n, 1]
             distance[a] = dx * dx + dy * dy if valid[n, a] else np.inf
-        near = np.argsort(distance, kind="mergesort")[:k]
         centre = int(np.rint(ego_station[n] / ROUTE_SPACING))
         last_point = route_num[n] - 1
         first = min(max(centre - 10, 0), last_point)
         last = min(max(centre + int(LOOKAHEAD) - 1, 0), last_point)
-        for j in range(k):
-            a = near[j]
-            out_length[row, j] = size[n, a, 0]
+        count = 0  # agents kept so far in out_position[row, :k], nearest rear first
+        for a in np.argsort(distance, kind="mergesort")[:searched]:
+            if not valid[n, a]:
+                continue
             best, best_index = np.inf, first
             for i in range(first, last + 1):  # the nearest route point in the window
-                d2 = (pose[n, a, 0] - route_points[n, i, 0]) ** 2 + (
-                    pose[n, a, 1] - route_points[n, i, 1]
-                ) ** 2
+                dx, dy = pose[n, a, 0] - route_points[n, i, 0], pose[n, a, 1] - route_points[n, i, 1]
+                d2 = dx * dx + dy * dy
                 if d2 < best:
                     best, best_index = d2, i
             along = np.cos(pose[n, a, 2] - route_heading[n, best_index])
-            out_speed[row, j] = speed[n, a] * min(max(along, 0.0), 1.0)
             station = best_index * ROUTE_SPACING
-            if (
-                valid[n, a]
-                and np.sqrt(best) < ROUTE_LANE_HALF_WIDTH
-                and along > 0.5
-                and station > ego_station[n]
-            ):
-                out_station[row, j] = station
-
-
-def _stop_lines(sim: DrivingSimulator, idx: np.ndarray) -> np.ndarray:
-    """Stations ``[n, K]`` of red or yellow stop lines ahead on the route (inf otherwise)."""
-    state = sim.light_state[idx, sim.time[idx]]
-    stopping = (state == LIGHT_RED) | (state == LIGHT_YELLOW)
-    ahead = sim.light_station[idx] > sim.station[idx, None] + 0.5 * EGO_LENGTH
-    return np.where(stopping & ahead & sim.light_valid[idx], sim.light_station[idx], np.inf)
+            if not (np.sqrt(best) < ROUTE_LANE_HALF_WIDTH and along > 0.5 and station > ego_station[n]):
+                continue
+            rear = station - 0.5 * size[n, a, 0]  # its rear bumper
+            slot = min(count, k - 1)
+            if count == k and rear >= out_position[row, slot]:
+                continue
+            while slot > 0 and out_position[row, slot - 1] > rear:
+                out_position[row, slot], out_speed[row, slot] = (
+                    out_position[row, slot - 1],
+                    out_speed[row, slot - 1],
+                )
+                slot -= 1
+            out_position[row, slot], out_speed[row, slot] = rear, speed[n, a] * min(along, 1.0)
+            count = min(count + 1, k)
+        for j in range(light_state.shape[1]):  # the nearest red or yellow stop line ahead, standing
+            stopping = light_state[row, j] == LIGHT_RED or light_state[row, j] == LIGHT_YELLOW
+            ahead = light_station[n, j] > ego_station[n] + 0.5 * EGO_LENGTH
+            if stopping and ahead and light_valid[n, j]:
+                out_position[row, k] = min(out_position[row, k], light_station[n, j])
 
 
 REFERENCE_STEP = 4
@@ -145,19 +155,7 @@ def idm_on_route(
     stop lines; the target speed is the speed limit where the ego is, times the factor.
     """
     params = params or IDMParams()
-    leader_station, leader_speed, leader_length = _leaders_on_route(sim, idx)
-    rear = leader_station - 0.5 * leader_length  # rear bumpers
-    stops = _stop_lines(sim, idx)
-    # keep the NUM_LEADERS nearest agents and the nearest stop line (a leader at speed 0)
-    k = min(NUM_LEADERS, rear.shape[1])
-    nearest = np.argpartition(rear, k - 1, axis=1)[:, :k]
-    lead_position = np.concatenate(
-        [np.take_along_axis(rear, nearest, axis=1), stops.min(axis=1, keepdims=True)], axis=1
-    )
-    lead_speed = np.concatenate(
-        [np.take_along_axis(leader_speed, nearest, axis=1), np.zeros((len(idx), 1))], axis=1
-    )
-    lead_speed = np.where(np.isfinite(lead_position), lead_speed, 0.0)
+    lead_position, lead_speed = _lead_objects(sim, idx)
     limit_index = np.minimum(
         np.round(sim.station[idx] / ROUTE_SPACING).astype(np.int64), sim.route_num[idx] - 1
     )
