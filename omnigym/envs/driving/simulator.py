@@ -97,8 +97,9 @@ class DrivingSimulator:
     # --- storage ------------------------------------------------------------------------------------
     def _allocate(self, num_steps: int, num_agents: int, num_lights: int) -> None:
         n, t, a, k = self.n, num_steps, num_agents, num_lights
-        self.agent_pose = np.zeros((n, t, a, 3))
-        self.agent_speed = np.zeros((n, t, a))
+        # float32 like the scene logs: half the memory traffic of the per-step reads and the resets
+        self.agent_pose = np.zeros((n, t, a, 3), np.float32)
+        self.agent_speed = np.zeros((n, t, a), np.float32)
         self.agent_valid = np.zeros((n, t, a), bool)
         self.agent_size = np.ones((n, a, 2))
         self.agent_type = np.full((n, a), AGENT_VEHICLE, np.int8)
