@@ -6,6 +6,12 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${OMNIGYM_VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
 
+# MuJoCo renders offscreen through EGL or, where EGL is missing, OSMesa (Debian's libosmesa6).
+# Installed only when missing and possible (root with apt-get, as on CI); a failure only warns.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! dpkg -s libosmesa6 >/dev/null 2>&1; then
+  { apt-get install -y -qq libosmesa6 || { apt-get update -qq && apt-get install -y -qq libosmesa6; }; } \
+    >/dev/null 2>&1 || echo "setup.sh: could not install libosmesa6 (MuJoCo falls back to EGL)" >&2
+fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 stamp="$venv/.omnigym-installed"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
@@ -14,6 +20,6 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
     # No CUDA here: take the CPU build (an unpinned torch would pull a multi-GB CUDA build).
     "$venv/bin/python" -m pip install -q "torch==2.13.0"
   fi
-  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,driving,offline,bench,dev]"
+  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,driving,robotics,offline,bench,dev]"
   touch "$stamp"
 fi

@@ -16,6 +16,16 @@ def _driving(**kwargs: object) -> dict:
     return {"kwargs": kwargs, "vector_entry_point": _DRIVING_VECTOR}
 
 
+def _manipulation(name: str, entry: str, max_episode_steps: int) -> list[tuple[str, str, dict]]:
+    """``omnigym/<name>-v0`` (state) and ``omnigym/<name>Pixels-v0`` (image, state, text)."""
+    entry_point = f"omnigym.envs.manipulation.{entry}"
+    pixels = {"obs_keys": ("image", "state", "text")}
+    return [
+        (f"omnigym/{name}-v0", entry_point, {"max_episode_steps": max_episode_steps}),
+        (f"omnigym/{name}Pixels-v0", entry_point, {"max_episode_steps": max_episode_steps, "kwargs": pixels}),
+    ]
+
+
 _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     # driving pseudo-simulator (docs/envs/driving.md): direct control / NAVSIM-style plans
     ("omnigym/Driving-v0", _DRIVING, _driving(action_mode="control")),
@@ -26,6 +36,18 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
         "omnigym/DrivingVLM-v0",
         _DRIVING,
         _driving(action_mode="plan", obs_keys=("state", "image", "text"), image_size=128),
+    ),
+    # MuJoCo manipulation tasks (docs/envs/manipulation.md): state only / camera image + state + text
+    *_manipulation("PushT", "pusht:PushTEnv", max_episode_steps=300),
+    *_manipulation("Reach", "reach:ReachEnv", max_episode_steps=50),
+    *_manipulation("PushCube", "cube:PushCubeEnv", max_episode_steps=100),
+    *_manipulation("PickPlace", "cube:PickPlaceEnv", max_episode_steps=150),
+    # batched torch reach in Isaac Lab's conventions (docs/envs/manipulation-adapters.md):
+    # vectorization `vector` gives the torch env that stays on its device, `sync` NumPy copies
+    (
+        "omnigym/TorchReach-v0",
+        "omnigym.envs.manipulation.torch_reach:TorchReachEnv",
+        {"vector_entry_point": "omnigym.envs.manipulation.torch_reach:make_torch_reach_vec_env"},
     ),
 ]
 

@@ -10,6 +10,10 @@ Gymnasium 1.x can reset a finished sub-env in three ways, and each needs its own
   observation is the next stored observation, so bootstrapping needs nothing extra.
 * ``disabled``: the collector resets finished sub-envs itself (``reset_mask``), keeping the final
   observation, which makes it behave like ``same_step``.
+
+Batched torch envs (:class:`~omnigym.platform.vec_env.TorchVectorEnv`: Isaac Lab tasks) reset
+finished sub-envs inside ``step`` like ``same_step``; :class:`TorchRolloutCollector` keeps their
+tensors on the env's device, with no NumPy round trip.
 """
 
 from __future__ import annotations
@@ -20,9 +24,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
+from torch import Tensor
 
 from omnigym.platform.types import EpisodeStats, PolicyStep, Rollout
-from omnigym.platform.vec_env import autoreset_mode, to_env_action
+from omnigym.platform.vec_env import TorchVectorEnv, autoreset_mode, to_env_action, to_torch_env_action
 from omnigym.policies.base import Policy, obs_to_torch
 
 REWARD_COMPONENTS = "reward_components"
@@ -52,6 +57,17 @@ def _env_info(info: dict[str, Any], index: int, key: str) -> Any:
     ):
         return None
     return info[key][index]
+
+
+def _stack_steps(
+    steps: list[PolicyStep], device: torch.device
+) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
+    """Actions, logprobs, masks and extras of ``T`` policy steps, stacked to ``[T, N, ...]`` on ``device``."""
+    actions = torch.stack([s.action for s in steps]).to(device)
+    logprob = torch.stack([s.logprob for s in steps]).to(device)
+    mask = torch.stack([s.mask for s in steps]).to(device)
+    extras = {k: torch.stack([s.extras[k] for s in steps]).to(device) for k in steps[0].extras}
+    return actions, logprob, mask, extras
 
 
 class RolloutCollector:
@@ -159,10 +175,7 @@ class RolloutCollector:
                 self._pending_reset = done
             self.obs = next_obs
 
-        actions = torch.stack([s.action for s in steps]).cpu()
-        logprob = torch.stack([s.logprob for s in steps]).cpu()
-        mask = torch.stack([s.mask for s in steps]).cpu()
-        extras = {k: torch.stack([s.extras[k] for s in steps]).cpu() for k in steps[0].extras}
+        actions, logprob, mask, extras = _stack_steps(steps, torch.device("cpu"))
         names = self._component_names or ()
         return (
             Rollout(
@@ -241,3 +254,151 @@ class RolloutCollector:
                     value = _env_info(comps, n, name)
                     if value is not None:
                         out[n, k] = value
+
+
+class TorchRolloutCollector:
+    """:class:`RolloutCollector` for a :class:`~omnigym.platform.vec_env.TorchVectorEnv`.
+
+    Observations, actions, rewards and episode accumulators stay tensors on the env's device;
+    the host syncs once per step (whether any episode ended, and the finiteness check of the
+    actions) and reads back only the returns of finished episodes. Finished sub-envs have
+    already started their next episode, so every step is a transition (``valid`` is all True)
+    and truncated episodes bootstrap from ``info["final_obs"]``.
+
+    Args:
+        envs: the batched torch env.
+        policy: acts on the observation tensors (moved to ``device`` if the env's differs).
+        num_steps: T, steps per env per rollout.
+        device: where the policy runs.
+    """
+
+    def __init__(
+        self, envs: TorchVectorEnv, policy: Policy, num_steps: int, device: torch.device | str = "cpu"
+    ) -> None:
+        self.envs, self.policy, self.num_steps = envs, policy, num_steps
+        self.device = torch.device(device)
+        self.env_device = envs.device
+        self.num_envs = envs.num_envs
+        self.policy_version = 0
+        self.obs: dict[str, Tensor] | None = None
+        self._episode_return = torch.zeros(self.num_envs, device=self.env_device)
+        self._episode_length = torch.zeros(self.num_envs, dtype=torch.int64, device=self.env_device)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Start fresh episodes in every sub-env."""
+        self.obs, _ = self.envs.reset(seed=seed)
+        self._episode_return.zero_()
+        self._episode_length.zero_()
+        self.policy.reset()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The current observation and episode accumulators."""
+        return {
+            "obs": self.obs,
+            "episode_return": self._episode_return,
+            "episode_length": self._episode_length,
+            "policy_version": self.policy_version,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s output (the envs must be restored alongside)."""
+        self.obs = state["obs"]
+        self._episode_return = state["episode_return"]
+        self._episode_length = state["episode_length"]
+        self.policy_version = state["policy_version"]
+
+    def collect(self) -> tuple[Rollout, EpisodeStats]:
+        """One rollout ``[T, N]`` on the env's device and the episodes that ended in it."""
+        if self.obs is None:
+            self.reset()
+        assert self.obs is not None
+        T, N, device = self.num_steps, self.num_envs, self.env_device
+        keys = [k for k, v in self.obs.items() if isinstance(v, Tensor)]
+        obs_buf = {
+            k: torch.empty((T, *self.obs[k].shape), dtype=self.obs[k].dtype, device=device) for k in keys
+        }
+        rewards = torch.empty((T, N), dtype=torch.float32, device=device)
+        terminated = torch.empty((T, N), dtype=torch.bool, device=device)
+        truncated = torch.empty((T, N), dtype=torch.bool, device=device)
+        steps: list[PolicyStep] = []
+        finals: list[tuple[Tensor, dict[str, Tensor]]] = []  # (index [F_t, 2], final obs [F_t, ...])
+        stats = EpisodeStats()
+        action_space = self.envs.single_action_space
+
+        for t in range(T):
+            for k in keys:
+                obs_buf[k][t] = self.obs[k]
+            with torch.inference_mode():
+                step = self.policy.act({k: self.obs[k].to(self.device) for k in keys})
+            steps.append(step)
+            next_obs, reward, term, trunc, info = self.envs.step(
+                to_torch_env_action(action_space, step.action, device)
+            )
+            rewards[t], terminated[t], truncated[t] = reward, term, trunc
+            self._episode_return += reward
+            self._episode_length += 1
+            done = term | trunc
+            if bool(done.any()):
+                self._end_episodes(t, done, trunc & ~term, info, keys, finals, stats)
+            self.obs = next_obs
+
+        actions, logprob, mask, extras = _stack_steps(steps, device)
+        return (
+            Rollout(
+                obs=obs_buf,
+                actions=actions,
+                rewards=rewards,
+                reward_components=torch.zeros((T, N, 0), device=device),
+                terminated=terminated,
+                truncated=truncated,
+                valid=torch.ones((T, N), dtype=torch.bool, device=device),
+                logprob=logprob,
+                mask=mask,
+                policy_version=torch.full((T, N), self.policy_version, dtype=torch.int64, device=device),
+                extras=extras,
+                next_obs={k: self.obs[k].clone() for k in keys},
+                final_obs={
+                    k: torch.cat([f[k] for _, f in finals]) if finals else obs_buf[k][0, :0].clone()
+                    for k in keys
+                },
+                final_index=torch.cat([i for i, _ in finals])
+                if finals
+                else torch.zeros((0, 2), dtype=torch.int64, device=device),
+            ),
+            stats,
+        )
+
+    def _end_episodes(
+        self,
+        t: int,
+        done: Tensor,
+        bootstrap: Tensor,
+        info: dict[str, Any],
+        keys: list[str],
+        finals: list[tuple[Tensor, dict[str, Tensor]]],
+        stats: EpisodeStats,
+    ) -> None:
+        """Record finished episodes and the final observations of truncated ones."""
+        ended = done.nonzero().squeeze(-1)
+        stats.returns.extend(self._episode_return[ended].tolist())
+        stats.lengths.extend(self._episode_length[ended].tolist())
+        for name, values in (info.get("final_info") or {}).items():
+            stats.metrics.setdefault(name, []).extend(values[ended].float().tolist())
+        rows = bootstrap.nonzero().squeeze(-1)
+        if len(rows):
+            if "final_obs" not in info:
+                raise ValueError("a TorchVectorEnv must return info['final_obs'] for truncated episodes")
+            index = torch.stack([torch.full_like(rows, t), rows], dim=-1)
+            finals.append((index, {k: info["final_obs"][k][rows] for k in keys}))
+        self._episode_return = torch.where(done, 0.0, self._episode_return)
+        self._episode_length = torch.where(done, 0, self._episode_length)
+        self.policy.reset(done.to(self.device))
+
+
+def make_collector(
+    envs: gym.vector.VectorEnv, policy: Policy, num_steps: int, device: torch.device | str = "cpu"
+) -> RolloutCollector | TorchRolloutCollector:
+    """The collector for ``envs``: torch-native for a :class:`TorchVectorEnv`, NumPy otherwise."""
+    if isinstance(envs, TorchVectorEnv):
+        return TorchRolloutCollector(envs, policy, num_steps, device)
+    return RolloutCollector(envs, policy, num_steps, device)

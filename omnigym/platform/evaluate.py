@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 from omnigym.platform.stats import summarize
-from omnigym.platform.vec_env import make_env, to_env_action
+from omnigym.platform.vec_env import TorchVectorEnv, make_env, to_env_action, to_torch_env_action
+from omnigym.policies.base import Policy
 
 
 class PolicyLike(Protocol):
@@ -366,6 +367,68 @@ def evaluate_policy(
         runner.close()
         if module is not None and was_training:
             module.train()
+
+
+def evaluate_torch_env(
+    policy: Policy, envs: TorchVectorEnv, *, episodes: int = 10, seed: int = 0, deterministic: bool = True
+) -> EvalResult:
+    """Run ``episodes`` episodes of ``policy`` on a batched torch env (an Isaac Lab task).
+
+    Such an env cannot be made twice in one process, so evaluation runs on the given env and
+    resets it: a trainer must reset its collector afterwards. The batch is reset once with
+    ``seed``; env ``n``'s ``k``-th episode is episode ``k * N + n``, so the result does not
+    favour short episodes. Metrics come from ``info["final_info"]``.
+
+    Returns:
+        The episodes in that order; ``seeds`` holds the batch's seed for each.
+    """
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    N, device = envs.num_envs, envs.device
+    wanted = torch.tensor([len(range(n, episodes, N)) for n in range(N)], device=device)
+    done_count = torch.zeros(N, dtype=torch.int64, device=device)
+    episode_return = torch.zeros(N, device=device)
+    episode_length = torch.zeros(N, dtype=torch.int64, device=device)
+    records: dict[int, _Record] = {}
+    was_training = policy.training
+    policy.eval()
+    obs, _ = envs.reset(seed=seed)
+    policy.reset()
+    try:
+        while bool((done_count < wanted).any()):
+            with torch.inference_mode():
+                action = policy.act(
+                    {k: v.to(policy.device) for k, v in obs.items()}, deterministic=deterministic
+                ).action
+            obs, reward, terminated, truncated, info = envs.step(
+                to_torch_env_action(envs.single_action_space, action, device)
+            )
+            episode_return += reward
+            episode_length += 1
+            done = terminated | truncated
+            if bool(done.any()):
+                for n in done.nonzero().squeeze(-1).tolist():
+                    if done_count[n] < wanted[n]:
+                        metrics = {k: float(v[n]) for k, v in (info.get("final_info") or {}).items()}
+                        index = int(done_count[n]) * N + n
+                        records[index] = _Record(
+                            float(episode_return[n]), int(episode_length[n]), metrics, None
+                        )
+                episode_return = torch.where(done, 0.0, episode_return)
+                episode_length = torch.where(done, 0, episode_length)
+                done_count += done.long()
+                policy.reset(done.to(policy.device))
+    finally:
+        policy.train(was_training)
+    ordered = [records[i] for i in range(episodes)]
+    names = list(dict.fromkeys(name for record in ordered for name in record.metrics))
+    return EvalResult(
+        env_id=envs.spec.id if envs.spec else type(envs).__name__,
+        returns=[r.episode_return for r in ordered],
+        lengths=[r.length for r in ordered],
+        seeds=[seed] * episodes,
+        metrics={name: [r.metrics.get(name, float("nan")) for r in ordered] for name in names},
+    )
 
 
 def _write_video(frames: list[np.ndarray], path: Path, fps: int) -> Path:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
@@ -38,7 +40,29 @@ class EnvConfig:
     max_episode_steps: int | None = None
     """Override the env's time limit (truncation)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments for ``gym.make``."""
+    """Keyword arguments for ``gym.make``. For envs from other packages, ``obs_keys`` (``[state,
+    image, text]``), ``image_size`` and ``instruction`` configure omnigym's observation adapter
+    instead (docs/envs/manipulation-adapters.md); ``omnigym/...`` envs take them themselves."""
+
+
+class TorchVectorEnv(gym.vector.VectorEnv):
+    """A batched env whose steps stay torch tensors on one device (Isaac Lab-style simulators).
+
+    The collector keeps such an env's data on ``device``, with no NumPy round trip. The contract
+    differs from a NumPy vector env in types, and in resetting finished sub-envs itself:
+
+    * ``reset(seed=...)`` returns observations ``key -> Tensor [N, ...]`` on ``device`` under the
+      well-known keys, and an info dict.
+    * ``step(actions: Tensor [N, ...])`` returns observations, rewards (float32 ``[N]``),
+      terminated and truncated (bool ``[N]``) and an info dict. A sub-env whose episode ended
+      has already started its next one (same-step autoreset), so ``info`` carries
+      ``"final_obs"``: ``key -> Tensor [N, ...]`` whose finished rows hold the observation to
+      bootstrap truncated episodes from, and optionally ``"final_info"``: ``name -> Tensor [N]``,
+      per-episode metrics such as ``is_success``, read on the finished rows.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012  (gymnasium's instance attribute)
+    device: torch.device
 
 
 def make_env(
@@ -48,8 +72,18 @@ def make_env(
     max_episode_steps: int | None = None,
     **kwargs: Any,
 ) -> gym.Env:
-    """One env with a ``Dict`` observation space (plain boxes become ``{"state"}``/``{"image"}``)."""
-    return as_omnigym_env(gym.make(env_id, **_gym_make_kwargs(render_mode, max_episode_steps, kwargs)))
+    """One env with a ``Dict`` observation space (plain boxes become ``{"state"}``/``{"image"}``).
+
+    Envs of other packages go through omnigym's adapter (``omnigym.envs.manipulation.adapters``).
+    """
+    return as_omnigym_env(_make_single(env_id, _gym_make_kwargs(render_mode, max_episode_steps, kwargs)))
+
+
+def _make_single(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    """``gym.make``, through the adapter where the env needs one (module level: picklable)."""
+    from omnigym.envs.manipulation.adapters import make_adapted_env
+
+    return make_adapted_env(env_id, kwargs)
 
 
 def _gym_make_kwargs(render_mode: str | None, max_episode_steps: int | None, kwargs: dict) -> dict:
@@ -70,6 +104,9 @@ def make_vec_env(
 ) -> gym.vector.VectorEnv:
     """The vector env a config describes. The only place an autoreset mode is chosen.
 
+    Batched torch envs (Isaac Lab tasks ``Isaac-...``; ``omnigym/TorchReach-v0`` with
+    ``vectorization: vector``) come back as a :class:`TorchVectorEnv`.
+
     Args:
         config: which env and how many copies.
         render_mode: passed to every copy.
@@ -79,9 +116,19 @@ def make_vec_env(
     """
     if config.num_envs < 1:
         raise ValueError(f"env.num_envs must be >= 1, got {config.num_envs}")
+    if config.id.startswith("Isaac-"):
+        return _make_isaaclab(config, render_mode)
     kwargs = _gym_make_kwargs(render_mode, config.max_episode_steps, config.kwargs)
     mode = AUTORESET_MODES[config.autoreset_mode]
     if config.vectorization == "vector":
+        from omnigym.envs.manipulation.adapters import prepare_provider, split_adapter_kwargs
+
+        prepare_provider(config.id)  # another package's batched env: import it, apply its fix
+        if split_adapter_kwargs(config.id, kwargs)[1] is not None:
+            raise ValueError(
+                f"obs_keys/image_size/instruction adapt single {config.id} envs: "
+                "use env.vectorization sync or async"
+            )
         envs = gym.make_vec(
             config.id,
             num_envs=config.num_envs,
@@ -90,12 +137,12 @@ def make_vec_env(
             **kwargs,
         )
     else:
-        fns = [lambda: gym.make(config.id, **kwargs)] * config.num_envs
+        fns = [functools.partial(_make_single, config.id, kwargs)] * config.num_envs
         vector_cls = (
             gym.vector.AsyncVectorEnv if config.vectorization == "async" else gym.vector.SyncVectorEnv
         )
         envs = vector_cls(fns, autoreset_mode=mode, copy=copy_observations)
-    if isinstance(envs.single_observation_space, spaces.Dict):
+    if isinstance(envs.single_observation_space, spaces.Dict):  # TorchVectorEnvs too
         return envs
     if isinstance(envs.single_observation_space, spaces.Box):
         return VectorObservationDict(envs)  # one wrap per step rather than one per sub-env
@@ -103,6 +150,21 @@ def make_vec_env(
     raise TypeError(
         f"omnigym needs Dict or Box observations; {config.id} has {envs.single_observation_space}"
     )
+
+
+def _make_isaaclab(config: EnvConfig, render_mode: str | None) -> TorchVectorEnv:
+    """An Isaac Lab task (``Isaac-...``): always batched, resetting finished envs itself."""
+    if config.vectorization != "vector" or config.autoreset_mode != "same_step":
+        raise ValueError(
+            f"{config.id} is an Isaac Lab task, batched and resetting finished envs itself: "
+            "set env.vectorization: vector and env.autoreset_mode: same_step"
+        )
+    if config.max_episode_steps is not None:
+        raise ValueError(f"{config.id}: set the episode length in the task config (episode_length_s)")
+    from omnigym.envs.manipulation.isaaclab import make_isaaclab_vec_env
+
+    kwargs = {**config.kwargs, **({"render_mode": render_mode} if render_mode else {})}
+    return make_isaaclab_vec_env(config.id, num_envs=config.num_envs, **kwargs)
 
 
 def autoreset_mode(envs: gym.vector.VectorEnv) -> AutoresetMode:
@@ -123,6 +185,21 @@ def to_env_action(space: spaces.Space, action: np.ndarray) -> np.ndarray:
         return np.clip(action, space.low, space.high).astype(space.dtype, copy=False)
     if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
         return np.asarray(action).astype(space.dtype, copy=False)
+    return action
+
+
+def to_torch_env_action(space: spaces.Space, action: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """:func:`to_env_action` for a :class:`TorchVectorEnv`: on ``device``, clipped to a bounded box.
+
+    Non-finite values are an error, never passed on (the check costs one host sync).
+    """
+    action = action.to(device)
+    if action.is_floating_point() and not bool(torch.isfinite(action).all()):
+        raise ValueError("policy produced a non-finite action (NaN or inf)")
+    if isinstance(space, spaces.Box) and space.is_bounded("both"):
+        low = torch.as_tensor(space.low, device=device)
+        high = torch.as_tensor(space.high, device=device)
+        return torch.clamp(action.to(low.dtype), low, high)
     return action
 
 

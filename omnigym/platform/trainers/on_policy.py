@@ -14,17 +14,17 @@ import yaml
 
 from omnigym.platform.algorithms.base import Algorithm
 from omnigym.platform.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from omnigym.platform.collect import RolloutCollector
+from omnigym.platform.collect import make_collector
 from omnigym.platform.config import config_to_dict
 from omnigym.platform.env_state import restore_envs, snapshot_envs
-from omnigym.platform.evaluate import evaluate_policy
+from omnigym.platform.evaluate import EvalResult, evaluate_policy, evaluate_torch_env
 from omnigym.platform.experiment import ExperimentConfig, build_experiment
 from omnigym.platform.loggers import RunLogger
 from omnigym.platform.registry import ALGORITHMS, POLICIES
 from omnigym.platform.runtime import setup_runtime
 from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
 from omnigym.platform.types import EpisodeStats
-from omnigym.platform.vec_env import make_vec_env
+from omnigym.platform.vec_env import TorchVectorEnv, make_vec_env
 from omnigym.policies.base import Policy
 
 CONFIG_FILE = "config.yaml"
@@ -95,7 +95,9 @@ class OnPolicyTrainer:
         num_steps = getattr(config.algo, "num_steps", None)
         if num_steps is None:
             raise ValueError(f"algorithm {config.algo.type!r} is not on-policy (its config has no num_steps)")
-        self.collector = RolloutCollector(self.envs, self.policy, num_steps, self.device)
+        if isinstance(self.envs, TorchVectorEnv) and config.eval.video:
+            raise ValueError(f"eval.video: the batched torch env {config.env.id} records no video")
+        self.collector = make_collector(self.envs, self.policy, num_steps, self.device)
         self.steps_per_iteration = num_steps * config.env.num_envs
         self.num_iterations = max(1, math.ceil(config.total_steps / self.steps_per_iteration))
         self.iteration = 0
@@ -168,13 +170,27 @@ class OnPolicyTrainer:
         return metrics
 
     def evaluate(self, video: bool = False) -> dict[str, float]:
-        """Evaluate on fresh envs with fixed seeds; tracks the best result and saves its policy.
+        """Evaluate with fixed seeds; tracks the best result and saves its policy.
 
+        Plain envs are evaluated on fresh copies, batched torch envs on the training envs.
         Returns the summary as ``eval/...`` metrics.
         """
-        cfg = self.config
         self.policy.eval()
-        result = evaluate_policy(
+        result = (
+            self._evaluate_torch() if isinstance(self.envs, TorchVectorEnv) else self._evaluate_plain(video)
+        )
+        summary = result.summary()
+        summary["step"] = float(self.global_step)
+        self.last_eval = summary
+        if self.best_eval is None or summary["return_mean"] > self.best_eval["return_mean"]:
+            self.best_eval = summary
+            self.policy.save_pretrained(self.run_dir / "best_policy")
+        return {f"eval/{k}": v for k, v in summary.items() if k != "step"}
+
+    def _evaluate_plain(self, video: bool) -> EvalResult:
+        """Episodes on fresh plain envs, apart from the training envs."""
+        cfg = self.config
+        return evaluate_policy(
             self.policy,
             cfg.env.id,
             episodes=cfg.eval.episodes,
@@ -185,13 +201,24 @@ class OnPolicyTrainer:
             max_episode_steps=cfg.env.max_episode_steps,
             video_path=self.run_dir / "videos" / f"eval_{self.global_step}.mp4" if video else None,
         )
-        summary = result.summary()
-        summary["step"] = float(self.global_step)
-        self.last_eval = summary
-        if self.best_eval is None or summary["return_mean"] > self.best_eval["return_mean"]:
-            self.best_eval = summary
-            self.policy.save_pretrained(self.run_dir / "best_policy")
-        return {f"eval/{k}": v for k, v in summary.items() if k != "step"}
+
+    def _evaluate_torch(self) -> EvalResult:
+        """Episodes on the training envs, which then restart their episodes.
+
+        A batched simulator exists once per process, so evaluation cannot have envs of its own;
+        the collector resets with a seed of its own afterwards.
+        """
+        cfg = self.config
+        assert isinstance(self.envs, TorchVectorEnv)
+        result = evaluate_torch_env(
+            self.policy,
+            self.envs,
+            episodes=cfg.eval.episodes,
+            seed=cfg.eval.seed,
+            deterministic=cfg.eval.deterministic,
+        )
+        self.collector.reset(seed=cfg.seed + self.iteration)
+        return result
 
     # --- checkpoints --------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:

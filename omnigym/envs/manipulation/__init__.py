@@ -1,0 +1,1 @@
+"""MuJoCo manipulation: own tasks, scripted experts, and adapters for other simulators."""
