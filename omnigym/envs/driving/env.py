@@ -95,7 +95,8 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.source = scene_source(self.config)
-        keys = self.config.observation.keys
+        self.observation_config = self.config.observation  # built once: read every step
+        keys = self.observation_config.keys
         self._bev = BevConfig(
             size=self.config.image_size, meters=self.config.image_meters, channels=self.config.image_channels
         )
@@ -105,7 +106,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
             num_envs, self.config, self.source, self._map_image if needs_map_image else None
         )
         self.lanes = LaneTracker(
-            num_envs, self.config.max_lanes, self.config.max_lane_samples, self.config.observation
+            num_envs, self.config.max_lanes, self.config.max_lane_samples, self.observation_config
         )
         self.single_observation_space = self._observation_space()
         self.observation_space = batch_space(self.single_observation_space, num_envs)
@@ -129,8 +130,8 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
 
     # --- spaces -----------------------------------------------------------------------------------------
     def _observation_space(self) -> spaces.Dict:
-        keys = self.config.observation.keys
-        vectors = vector_spaces(self.config.observation)
+        keys = self.observation_config.keys
+        vectors = vector_spaces(self.observation_config)
         out: dict[str, spaces.Space] = {key: vectors[key] for key in keys if key in vectors}
         if "image" in keys:
             out["image"] = spaces.Box(0, 255, (self._bev.size, self._bev.size, self._bev.channels), np.uint8)
@@ -206,7 +207,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         obs = None
         if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
             # vector keys only: observe every env, then recompute just the envs that reset
-            partial = set(self.config.observation.keys) <= set(VECTOR_KEYS) and not self.config.privileged
+            partial = set(self.observation_config.keys) <= set(VECTOR_KEYS) and not self.config.privileged
             final_obs = self._observe() if partial else self._observe(final=True)
             info["final_obs"] = np.array(
                 [_row(final_obs, i) if ended[i] else None for i in range(self.num_envs)],
@@ -253,7 +254,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         ``final``: an episode-end observation, which leaves the control-mode experts' plan
         tracking as it was.
         """
-        sim, keys = self.sim, self.config.observation.keys
+        sim, keys = self.sim, self.observation_config.keys
         frame = sim.agents_now()
         pose = sim.ego.pose
         light_now = sim.light_state[np.arange(self.num_envs), sim.time]
@@ -291,7 +292,8 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
 
         With ``rows`` and ``out``, only the envs ``rows`` are computed, into ``out``'s arrays.
         """
-        sim, keys, cfg = self.sim, self.config.observation.keys, self.config.observation
+        sim, cfg = self.sim, self.observation_config
+        keys = cfg.keys
         pose = sim.ego.pose
         out = {} if out is None else out
         if "state" in keys:

@@ -43,11 +43,12 @@ from omnigym.envs.driving.step_checks import CHECKS, score_step
 
 WINDOW = HORIZON_STEPS
 """Steps per scoring window (one NAVSIM horizon)."""
-STEP_COMPONENTS = ("nc", "dac", "ddc", "tlc", "ttc", "ep", "c", "lk", "ec")
+STEP_COMPONENTS = (*CHECKS, "ec")
 """Per-step reward components, each in [0, 1] per 0.1 s (summed over the sub-steps of a plan step)."""
 WINDOW_MINIMA = ("nc", "dac", "ddc", "tlc", "ttc", "lk")
 """Sub-metrics whose window score is the minimum of the per-step scores (NAVSIM takes the min
 over the trajectory's steps; DDC's and LK's per-step values already look back 1 s / 2 s)."""
+WINDOW_MINIMA_COLUMNS = [STEP_COMPONENTS.index(name) for name in WINDOW_MINIMA]
 COMFORT_CONTEXT = 15
 """Past poses the per-step comfort check differentiates (the jerk filter's window)."""
 EGO_SIZE = np.array([EGO_LENGTH, EGO_WIDTH])
@@ -379,7 +380,8 @@ class DrivingSimulator:
             )
         self.ego_pose[rows, t] = self.ego.pose
         self.ego_speed[rows, t] = self.ego.speed
-        components = self._step_scores()
+        checks = self._step_scores()  # [N, len(STEP_COMPONENTS)]
+        components = dict(zip(STEP_COMPONENTS, checks.T, strict=True))
         multiplier = components["nc"] * components["dac"]
         if self.config.reward == "pdms":
             reward = multiplier * (5 * components["ttc"] + 5 * components["ep"] + 2 * components["c"]) / 12
@@ -389,9 +391,9 @@ class DrivingSimulator:
                 5 * components["ep"] + 5 * components["ttc"] + 2 * components["lk"] + 2 * components["c"]
             ) + 2 * components["ec"]
             reward = multiplier * weighted / 16
-        live = active[:, None]
-        step_values = np.stack([components[name] for name in WINDOW_MINIMA], axis=1)
-        self.window_min = np.where(live, np.minimum(self.window_min, step_values), self.window_min)
+        np.minimum(
+            self.window_min, checks[:, WINDOW_MINIMA_COLUMNS], out=self.window_min, where=active[:, None]
+        )
         failed = (components["nc"] < 1) | (components["dac"] < 1)
         if self.config.reward == "epdms":
             failed |= components["tlc"] < 1
@@ -403,8 +405,9 @@ class DrivingSimulator:
         truncated = (elapsed >= limit) & ~terminated & active
         self.failed |= terminated
         window_end = active & ((elapsed % WINDOW == 0) | terminated | truncated)
+        live_checks = checks * active[:, None]
         result = StepResult(
-            reward * active, terminated, truncated, {k: v * active for k, v in components.items()}
+            reward * active, terminated, truncated, dict(zip(STEP_COMPONENTS, live_checks.T, strict=True))
         )
         if window_end.any():
             self._score_windows(np.flatnonzero(window_end))
@@ -417,10 +420,10 @@ class DrivingSimulator:
         return result
 
     # --- per-step scores ------------------------------------------------------------------------------
-    def _step_scores(self) -> dict[str, np.ndarray]:
-        """This step's NAVSIM checks of every slot (see :mod:`~omnigym.envs.driving.step_checks`)."""
+    def _step_scores(self) -> np.ndarray:
+        """This step's checks of every slot ``[N, len(STEP_COMPONENTS)]`` (see ``step_checks.py``)."""
         future_pose, future_valid, future_index, travel = self._agents_ahead()
-        out = np.empty((self.n, len(CHECKS)))
+        out = np.empty((self.n, len(STEP_COMPONENTS)))
         score_step(
             self.ego.pose,
             self.ego.speed,
@@ -460,9 +463,8 @@ class DrivingSimulator:
             DT,
             out,
         )
-        components = dict(zip(CHECKS, out.T, strict=True))
-        components["ec"] = self.plan_ec.copy()  # of the plan being driven (1 in control mode)
-        return components
+        out[:, len(CHECKS)] = self.plan_ec  # EC: of the plan being driven (1 in control mode)
+        return out
 
     def _agents_ahead(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The agents at the TTC offsets and how far they move by the last one.

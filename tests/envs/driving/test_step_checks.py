@@ -8,7 +8,7 @@ from omnigym.envs.driving.agents import constant_velocity_forecast
 from omnigym.envs.driving.comfort import comfort_violations
 from omnigym.envs.driving.env import DrivingVectorEnv
 from omnigym.envs.driving.scene import DT
-from omnigym.envs.driving.simulator import COMFORT_CONTEXT
+from omnigym.envs.driving.simulator import COMFORT_CONTEXT, STEP_COMPONENTS
 
 
 def reference_checks(sim) -> dict[str, np.ndarray]:
@@ -70,10 +70,11 @@ def test_compiled_step_checks_match_the_building_blocks(driving_kwargs, traffic)
     compiled = sim._step_scores
     pairs = []
 
-    def both() -> dict[str, np.ndarray]:
+    def both() -> np.ndarray:
         expected = reference_checks(sim)  # from the state before the compiled pass updates it
         actual = compiled()
-        pairs.append((expected, actual, sim.station.copy(), sim.lateral.copy()))
+        columns = dict(zip(STEP_COMPONENTS, actual.T.copy(), strict=True))
+        pairs.append((expected, columns, sim.station.copy(), sim.lateral.copy()))
         return actual
 
     sim._step_scores = both  # type: ignore[method-assign]
