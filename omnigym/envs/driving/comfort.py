@@ -16,7 +16,7 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, vectorize
+from numba import njit
 from scipy.signal import savgol_filter
 
 from omnigym.envs.driving.scene import DT
@@ -169,18 +169,63 @@ def kinematics(poses: np.ndarray, dt: float = DT, yaw_accel_order: int = YAW_ACC
     Returns:
         :class:`Kinematics` of ``[B, T]`` arrays.
     """
-    raw_lon, raw_lat, heading = _raw_signals(poses, dt)
+    poses = np.asarray(poses, dtype=np.float64)
+    out = np.empty((len(poses), 7, poses.shape[1]))
+    _kinematics_rows(poses, dt, savgol_filters(poses.shape[1], dt, yaw_accel_order), out)
+    return Kinematics(*out.transpose(1, 0, 2))
+
+
+@functools.lru_cache(maxsize=64)
+def savgol_filters(length: int, dt: float, yaw_accel_order: int = YAW_ACCEL_POLY_ORDER) -> np.ndarray:
+    """The Savitzky-Golay filters of :func:`kinematics` for ``length`` samples, ``[3, T, T]``.
+
+    Smoothing (ACCEL_WINDOW, order 2), first derivative (DERIV_WINDOW, order 2) and the yaw
+    acceleration's second derivative (DERIV_WINDOW, ``yaw_accel_order``).
+    """
+    filters = np.stack(
+        [
+            _savgol_matrix(length, ACCEL_WINDOW, POLY_ORDER, 0, dt),
+            _savgol_matrix(length, DERIV_WINDOW, POLY_ORDER, 1, dt),
+            _savgol_matrix(length, DERIV_WINDOW, yaw_accel_order, 2, dt),
+        ]
+    )
+    filters.flags.writeable = False
+    return filters
+
+
+@njit(cache=True)
+def _kinematics_rows(poses: np.ndarray, dt: float, filters: np.ndarray, out: np.ndarray) -> None:
+    for b in range(len(poses)):
+        kinematics_row(poses[b], dt, filters, out[b])
+
+
+@njit(cache=True)
+def kinematics_row(poses: np.ndarray, dt: float, filters: np.ndarray, out: np.ndarray) -> None:
+    """:func:`kinematics` of one pose sequence ``[T, 3]`` into ``out [7, T]`` (Kinematics order)."""
+    length = len(poses)
+    raw_lon, raw_lat, heading = np.empty(length), np.empty(length), np.empty(length)
+    _raw_signals_row(poses, dt, raw_lon, raw_lat, heading)
+    magnitude = np.hypot(raw_lon, raw_lat)
+    smooth, deriv, yaw_accel = filters[0], filters[1], filters[2]
     # _extract_ego_acceleration: accelerations smoothed, the magnitude smoothed on its own
-    lon = savgol(raw_lon, ACCEL_WINDOW, POLY_ORDER, dt=dt)
-    lat = savgol(raw_lat, ACCEL_WINDOW, POLY_ORDER, dt=dt)
-    accel = savgol(np.hypot(raw_lon, raw_lat), ACCEL_WINDOW, POLY_ORDER, dt=dt)
+    _filter(raw_lon, smooth, out[0])
+    _filter(raw_lat, smooth, out[1])
+    _filter(magnitude, smooth, out[2])
     # _extract_ego_jerk: first derivative of the smoothed acceleration
-    jerk = savgol(accel, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
-    lon_jerk = savgol(lon, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
+    _filter(out[2], deriv, out[3])
+    _filter(out[0], deriv, out[4])
     # _extract_ego_yaw_rate: derivatives of the unwrapped heading
-    yaw_rate = savgol(heading, DERIV_WINDOW, POLY_ORDER, deriv=1, dt=dt)
-    yaw_accel = savgol(heading, DERIV_WINDOW, yaw_accel_order, deriv=2, dt=dt)
-    return Kinematics(lon, lat, accel, jerk, lon_jerk, yaw_rate, yaw_accel)
+    _filter(heading, deriv, out[5])
+    _filter(heading, yaw_accel, out[6])
+
+
+@njit(cache=True)
+def _filter(signal: np.ndarray, matrix: np.ndarray, out: np.ndarray) -> None:
+    """``out = signal @ matrix`` (a linear filter as a ``[T, T]`` matrix)."""
+    out[:] = 0.0
+    for i in range(len(signal)):
+        for j in range(len(out)):
+            out[j] += signal[i] * matrix[i, j]
 
 
 def comfort_violations(poses: np.ndarray, dt: float = DT) -> np.ndarray:
@@ -193,7 +238,33 @@ def comfort_violations(poses: np.ndarray, dt: float = DT) -> np.ndarray:
     Returns:
         ``[B, T]`` bool, True where uncomfortable.
     """
-    return _violated(kinematics(poses, dt))
+    poses = np.asarray(poses, dtype=np.float64)
+    out = np.empty(poses.shape[:2], bool)
+    _violations_rows(poses, dt, savgol_filters(poses.shape[1], dt), out)
+    return out
+
+
+@njit(cache=True)
+def _violations_rows(poses: np.ndarray, dt: float, filters: np.ndarray, out: np.ndarray) -> None:
+    for b in range(len(poses)):
+        violations_row(poses[b], dt, filters, out[b])
+
+
+@njit(cache=True)
+def violations_row(poses: np.ndarray, dt: float, filters: np.ndarray, out: np.ndarray) -> None:
+    """:func:`comfort_violations` of one pose sequence ``[T, 3]`` into ``out [T]``."""
+    signals = np.empty((7, len(poses)))
+    kinematics_row(poses, dt, filters, signals)
+    for t in range(len(poses)):
+        out[t] = not _inside_bounds(
+            signals[0, t],
+            signals[1, t],
+            signals[2, t],
+            signals[3, t],
+            signals[4, t],
+            signals[5, t],
+            signals[6, t],
+        )
 
 
 def last_step_uncomfortable(poses: np.ndarray, dt: float = DT) -> np.ndarray:
@@ -265,26 +336,6 @@ def _inside_bounds(
         and abs(lon_jerk) < MAX_ABS_LON_JERK
         and abs(yaw_accel) < MAX_ABS_YAW_ACCEL
         and abs(yaw_rate) < MAX_ABS_YAW_RATE
-    )
-
-
-@vectorize(["b1(f8, f8, f8, f8, f8, f8, f8)"], cache=True)
-def _inside_bounds_ufunc(
-    lon_accel: float,
-    lat_accel: float,
-    accel: float,
-    jerk: float,
-    lon_jerk: float,
-    yaw_rate: float,
-    yaw_accel: float,
-) -> bool:
-    return _inside_bounds(lon_accel, lat_accel, accel, jerk, lon_jerk, yaw_rate, yaw_accel)
-
-
-def _violated(k: Kinematics) -> np.ndarray:
-    """Where any signal leaves its bounds."""
-    return ~_inside_bounds_ufunc(
-        k.lon_accel, k.lat_accel, k.accel, k.jerk, k.lon_jerk, k.yaw_rate, k.yaw_accel
     )
 
 
