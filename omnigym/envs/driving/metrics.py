@@ -893,15 +893,55 @@ def normalise_progress(
     return np.where(best > threshold, ratio, 1.0)
 
 
-def _aggregate(scores: SubScores, multipliers: tuple[str, ...], weights: dict[str, float]) -> np.ndarray:
-    product = np.prod([getattr(scores, name) for name in multipliers], axis=0)
-    weighted = sum(weight * getattr(scores, name) for name, weight in weights.items())
-    return product * weighted / sum(weights.values())
+def _columns(
+    multipliers: tuple[str, ...], weights: dict[str, float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A score's multiplier columns, weighted columns and weights in :data:`SUB_METRICS` order."""
+    return (
+        np.array([SUB_METRICS.index(name) for name in multipliers], np.int64),
+        np.array([SUB_METRICS.index(name) for name in weights], np.int64),
+        np.array(list(weights.values()), np.float64),
+    )
+
+
+PDMS_COLUMNS = _columns(PDMS_MULTIPLIERS, PDMS_WEIGHTS)
+EPDMS_COLUMNS = _columns(EPDMS_MULTIPLIERS, EPDMS_WEIGHTS)
+
+
+def _aggregate(scores: SubScores, columns: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    values = scores.to_array()
+    flat = np.ascontiguousarray(values.reshape(-1, len(SUB_METRICS)))
+    out = np.empty(len(flat))
+    multipliers, weighted, weights = columns
+    _aggregate_rows(flat, multipliers, weighted, weights, out)
+    return out.reshape(values.shape[:-1])
+
+
+@njit(cache=True)
+def _aggregate_rows(
+    values: np.ndarray, multipliers: np.ndarray, weighted: np.ndarray, weights: np.ndarray, out: np.ndarray
+) -> None:
+    for b in range(len(values)):
+        out[b] = aggregate_row(values[b], multipliers, weighted, weights)
+
+
+@njit(cache=True)
+def aggregate_row(
+    row: np.ndarray, multipliers: np.ndarray, weighted: np.ndarray, weights: np.ndarray
+) -> float:
+    """A score of one sub-score row (SUB_METRICS order): the multipliers' product times the weighted mean."""
+    product = 1.0
+    for column in multipliers:
+        product *= row[column]
+    total = 0.0
+    for i in range(len(weighted)):
+        total += weights[i] * row[weighted[i]]
+    return product * total / weights.sum()
 
 
 def pdms(scores: SubScores) -> np.ndarray:
     """NAVSIM v1.1 PDMS ``[B]`` = NC * DAC * (5 TTC + 5 EP + 2 C) / 12."""
-    return _aggregate(scores, PDMS_MULTIPLIERS, PDMS_WEIGHTS)
+    return _aggregate(scores, PDMS_COLUMNS)
 
 
 def filtered(agent: SubScores, human: SubScores) -> SubScores:
@@ -926,4 +966,4 @@ def epdms(scores: SubScores, human: SubScores | None = None) -> np.ndarray:
     """
     if human is not None:
         scores = filtered(scores, human)
-    return _aggregate(scores, EPDMS_MULTIPLIERS, EPDMS_WEIGHTS)
+    return _aggregate(scores, EPDMS_COLUMNS)

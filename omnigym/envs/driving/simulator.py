@@ -21,7 +21,7 @@ import numpy as np
 from omnigym.envs.driving import metrics
 from omnigym.envs.driving.agents import AgentFrame, ReactiveAgents, constant_velocity_forecast
 from omnigym.envs.driving.assets import AssetCache, SceneAssets, build_assets, human_window_scores
-from omnigym.envs.driving.comfort import last_step_weights
+from omnigym.envs.driving.comfort import last_step_weights, savgol_filters
 from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.controller import PlanTracker, TrackerConfig, densify_plan
 from omnigym.envs.driving.dynamics import BicycleLimits, EgoState, bicycle_step, wrap_angle
@@ -40,6 +40,7 @@ from omnigym.envs.driving.scene import (
     Scene,
 )
 from omnigym.envs.driving.step_checks import CHECKS, score_step
+from omnigym.envs.driving.window_scores import score_windows
 
 WINDOW = HORIZON_STEPS
 """Steps per scoring window (one NAVSIM horizon)."""
@@ -49,6 +50,7 @@ WINDOW_MINIMA = ("nc", "dac", "ddc", "tlc", "ttc", "lk")
 """Sub-metrics whose window score is the minimum of the per-step scores (NAVSIM takes the min
 over the trajectory's steps; DDC's and LK's per-step values already look back 1 s / 2 s)."""
 WINDOW_MINIMA_COLUMNS = [STEP_COMPONENTS.index(name) for name in WINDOW_MINIMA]
+WINDOW_MINIMA_METRICS = np.array([metrics.SUB_METRICS.index(name) for name in WINDOW_MINIMA])
 COMFORT_CONTEXT = 15
 """Past poses the per-step comfort check differentiates (the jerk filter's window)."""
 EGO_SIZE = np.array([EGO_LENGTH, EGO_WIDTH])
@@ -138,7 +140,10 @@ class DrivingSimulator:
         self.reference_step = np.ones(n)  # reference progress per step in the current window (m)
         self.reference_window = np.zeros(n)  # reference progress over the current window (m)
         self.window_start_station = np.zeros(n)
-        self.window_ec: list[list[float]] = [[] for _ in range(n)]
+        self.window_ec_sum = np.zeros(n)  # two-frame extended comfort of the window's plans: sum
+        self.window_ec_count = np.zeros(n, np.int64)  # and count
+        self.human = np.ones((n, 1, len(metrics.SUB_METRICS)))  # the logged human's window scores
+        self.human_count = np.ones(n, np.int64)
         self.previous_plan: np.ndarray | None = None
         self.plan_ec = np.ones(n)  # two-frame extended comfort of the current plan vs the previous
         self.window_min = np.ones((n, len(WINDOW_MINIMA)))  # running minima of per-step sub-metrics
@@ -210,6 +215,12 @@ class DrivingSimulator:
         self.light_station[slot] = np.inf
         self.light_station[slot, :k] = assets.light_station
         self.agent_travel[slot] = assets.agent_travel
+        assert assets.human is not None
+        windows = len(assets.human)
+        if windows > self.human.shape[1]:  # grow (rare: only for longer episodes)
+            self.human = np.pad(self.human, ((0, 0), (0, windows - self.human.shape[1]), (0, 0)), mode="edge")
+        self.human[slot, :windows] = assets.human
+        self.human_count[slot] = windows
         self.log_ego_pose[slot, :t] = log.ego_pose
         self.log_ego_speed[slot, :t] = log.ego_speed
         self._load_route(slot, assets)
@@ -341,8 +352,8 @@ class DrivingSimulator:
             ec = metrics.two_frame_extended_comfort(self.previous_plan, poses, self.config.replan_every, DT)
             started = self.time > HISTORY_STEPS  # no previous plan at an episode's first step
             self.plan_ec = np.where(started, ec, 1.0)
-            for slot in np.flatnonzero(started):
-                self.window_ec[slot].append(float(ec[slot]))
+            self.window_ec_sum[started] += ec[started]
+            self.window_ec_count[started] += 1
         self.previous_plan = poses
 
     def _substep(self, accel: np.ndarray, steer_rate: np.ndarray, active: np.ndarray) -> StepResult:
@@ -493,49 +504,38 @@ class DrivingSimulator:
         self.ttc_tolerated[idx] = False
         self.oncoming_progress[idx] = 0.0  # NAVSIM scores each plan from its own start
         self.off_centre_steps[idx] = 0
-        for slot in idx:
-            self.window_ec[slot] = []
+        self.window_ec_sum[idx] = 0.0
+        self.window_ec_count[idx] = 0
 
     def _score_windows(self, idx: np.ndarray) -> None:
         """Score the window that just ended in slots ``idx`` like a NAVSIM plan and accumulate it.
 
-        The per-step checks already ran; here they are reduced over the window, and the two
-        trajectory-level sub-metrics (comfort, history comfort) and progress are added.
+        The per-step checks already ran; :func:`~omnigym.envs.driving.window_scores.score_windows`
+        reduces them over the window and adds comfort, history comfort and progress.
         """
-        end = self.time[idx]
-        start = HISTORY_STEPS + ((end - HISTORY_STEPS - 1) // WINDOW) * WINDOW
-        r = idx[:, None]
-        steps = np.minimum(
-            start[:, None] + np.arange(WINDOW + 1), end[:, None]
-        )  # short windows repeat their end
-        poses = self.ego_pose[r, steps]
-        history = self.ego_pose[r, start[:, None] - np.arange(HISTORY_STEPS, 0, -1)]
-        minima = dict(zip(WINDOW_MINIMA, self.window_min[idx].T, strict=True))
-        scores = metrics.SubScores(
-            **minima,
-            ep=np.ones(len(idx)),
-            c=metrics.is_comfortable(poses, DT).astype(np.float64),
-            hc=metrics.is_comfortable(np.concatenate([history, poses], axis=1), DT).astype(np.float64),
-            ec=np.array([np.mean(self.window_ec[s]) if self.window_ec[s] else 1.0 for s in idx]),
-            progress=np.maximum(self.station[idx] - self.window_start_station[idx], 0.0),
+        score_windows(
+            idx,
+            self.time,
+            self.ego_pose,
+            self.window_min,
+            WINDOW_MINIMA_METRICS,
+            self.window_ec_sum,
+            self.window_ec_count,
+            self.station,
+            self.window_start_station,
+            self.reference_window,
+            self.human,
+            self.human_count,
+            savgol_filters(WINDOW + 1, DT),
+            savgol_filters(HISTORY_STEPS + WINDOW + 1, DT),
+            metrics.PDMS_COLUMNS,
+            metrics.EPDMS_COLUMNS,
+            DT,
+            self.pdms_sum,
+            self.epdms_sum,
+            self.window_sum,
+            self.windows_done,
         )
-        progress = np.stack([scores.progress, self.reference_window[idx]], axis=1)
-        multiplier = np.stack([scores.multiplier, np.ones(len(idx))], axis=1)
-        scores.ep = metrics.normalise_progress(progress, multiplier)[:, 0]
-        human = self._human_window_scores(idx, (start - HISTORY_STEPS) // WINDOW)
-        self.pdms_sum[idx] += metrics.pdms(scores)
-        self.epdms_sum[idx] += metrics.epdms(scores, human)
-        self.window_sum[idx] += scores.to_array()
-        self.windows_done[idx] += 1
-
-    def _human_window_scores(self, idx: np.ndarray, window: np.ndarray) -> metrics.SubScores:
-        values = np.stack(
-            [
-                self.slot_assets[s].human[min(w, len(self.slot_assets[s].human) - 1)]
-                for s, w in zip(idx, window, strict=True)
-            ]
-        )  # type: ignore[union-attr]
-        return metrics.SubScores.from_array(values)
 
     def _episode_metrics(self, ended: np.ndarray) -> dict[str, np.ndarray]:
         """Episode PDMS/EPDMS and sub-metric means for slots ``ended`` (NaN elsewhere)."""
