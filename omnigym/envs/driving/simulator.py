@@ -25,6 +25,7 @@ from omnigym.envs.driving.comfort import last_step_weights, savgol_filters
 from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.controller import PlanTracker, TrackerConfig, densify_plan
 from omnigym.envs.driving.dynamics import BicycleLimits, EgoState, bicycle_step, wrap_angle
+from omnigym.envs.driving.geometry import project_to_polyline
 from omnigym.envs.driving.map_raster import RasterPool, RasterStack
 from omnigym.envs.driving.planner import reference_progress
 from omnigym.envs.driving.scene import (
@@ -284,7 +285,13 @@ class DrivingSimulator:
         self.epdms_sum[idx] = 0.0
         self.windows_done[idx] = 0
         self.failed[idx] = False
-        station, lateral, index = metrics.project_to_route(self.world(idx), self.ego.pose[idx, :2])
+        station, lateral, index = project_to_polyline(
+            self.route_points[idx],
+            self.route_station[idx],
+            self.ego.pose[idx, :2],
+            None,
+            metrics.ROUTE_WINDOW,
+        )
         self.station[idx], self.lateral[idx], self.route_index[idx] = station, lateral, index
         self.episode_start_station[idx] = station
         self.tracker.set_plan(idx, np.repeat(self.ego.pose[idx, None, :2], HORIZON_STEPS + 1, axis=1))
