@@ -234,12 +234,12 @@ def _agent_features(
             count = min(count + 1, k)
         for row in range(count):
             a = nearest[row]
-            heading = pose[n, a, 2]
-            vx, vy = speed[n, a] * np.cos(heading), speed[n, a] * np.sin(heading)
+            heading_cos, heading_sin = np.cos(pose[n, a, 2]), np.sin(pose[n, a, 2])
             out[n, row, 0], out[n, row, 1] = local[a, 0], local[a, 1]
-            out[n, row, 2] = np.cos(heading - ego_pose[n, 2])
-            out[n, row, 3] = np.sin(heading - ego_pose[n, 2])
-            out[n, row, 4], out[n, row, 5] = vx * cos + vy * sin, -vx * sin + vy * cos
+            # the agent's heading and velocity in the ego frame
+            out[n, row, 2] = heading_cos * cos + heading_sin * sin
+            out[n, row, 3] = heading_sin * cos - heading_cos * sin
+            out[n, row, 4], out[n, row, 5] = speed[n, a] * out[n, row, 2], speed[n, a] * out[n, row, 3]
             out[n, row, 6], out[n, row, 7] = size[n, a, 0], size[n, a, 1]
             out[n, row, 8] = 1.0
 
@@ -485,10 +485,13 @@ def _light_features(
     for n in rows:
         cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
         for j in range(num_lights):
+            if not light_valid[n, j]:
+                distance[j] = np.inf
+                continue
             dx, dy = light_pose[n, j, 0] - ego_pose[n, 0], light_pose[n, j, 1] - ego_pose[n, 1]
             local[j, 0], local[j, 1] = dx * cos + dy * sin, -dx * sin + dy * cos
             facing = np.cos(light_pose[n, j, 2] - ego_pose[n, 2]) > 0.5  # lights for the ego's direction
-            ahead = light_valid[n, j] and facing and local[j, 0] > -2.0
+            ahead = facing and local[j, 0] > -2.0
             distance[j] = np.hypot(local[j, 0], local[j, 1]) if ahead else np.inf
         order = np.argsort(distance, kind="mergesort")
         for row in range(min(out.shape[1], num_lights)):
