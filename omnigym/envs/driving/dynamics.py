@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from omnigym.envs.driving.scene import DT, EGO_WHEEL_BASE
 
@@ -65,21 +66,50 @@ def bicycle_step(
 
     Commands are clipped to the limits; speed stays in [0, max_speed] (braking at rest holds).
     """
-    accel = np.clip(accel, -limits.max_decel, limits.max_accel)
-    steer_rate = np.clip(steer_rate, -limits.max_steer_rate, limits.max_steer_rate)
-    state.steer = np.clip(state.steer + steer_rate * dt, -limits.max_steer, limits.max_steer)
-    new_speed = np.clip(state.speed + accel * dt, 0.0, limits.max_speed)
-    state.accel = (new_speed - state.speed) / dt  # what was actually applied
-    mean_speed = 0.5 * (state.speed + new_speed)
-    state.yaw_rate = mean_speed * np.tan(state.steer) / limits.wheel_base
-    heading = state.pose[:, 2]
-    mid_heading = (
-        heading + 0.5 * state.yaw_rate * dt
-    )  # midpoint rule: exact for constant curvature arcs to O(dt³)
-    state.pose[:, 0] += mean_speed * np.cos(mid_heading) * dt
-    state.pose[:, 1] += mean_speed * np.sin(mid_heading) * dt
-    state.pose[:, 2] = wrap_angle(heading + state.yaw_rate * dt)
-    state.speed = new_speed
+    _bicycle_step(
+        state.pose,
+        state.speed,
+        state.steer,
+        state.accel,
+        state.yaw_rate,
+        np.asarray(accel, dtype=np.float64),
+        np.asarray(steer_rate, dtype=np.float64),
+        np.array([limits.max_accel, limits.max_decel, limits.max_steer, limits.max_steer_rate]),
+        limits.max_speed,
+        limits.wheel_base,
+        dt,
+    )
+
+
+@njit(cache=True)
+def _bicycle_step(
+    pose: np.ndarray,
+    speed: np.ndarray,
+    steer: np.ndarray,
+    applied: np.ndarray,
+    yaw_rate: np.ndarray,
+    accel: np.ndarray,
+    steer_rate: np.ndarray,
+    limits: np.ndarray,
+    max_speed: float,
+    wheel_base: float,
+    dt: float,
+) -> None:
+    max_accel, max_decel, max_steer, max_steer_rate = limits
+    for n in range(len(speed)):
+        command = min(max(accel[n], -max_decel), max_accel)
+        rate = min(max(steer_rate[n], -max_steer_rate), max_steer_rate)
+        steer[n] = min(max(steer[n] + rate * dt, -max_steer), max_steer)
+        new_speed = min(max(speed[n] + command * dt, 0.0), max_speed)
+        applied[n] = (new_speed - speed[n]) / dt  # what was actually applied
+        mean_speed = 0.5 * (speed[n] + new_speed)
+        yaw_rate[n] = mean_speed * np.tan(steer[n]) / wheel_base
+        heading = pose[n, 2]
+        mid_heading = heading + 0.5 * yaw_rate[n] * dt  # midpoint rule: exact for arcs to O(dt^3)
+        pose[n, 0] += mean_speed * np.cos(mid_heading) * dt
+        pose[n, 1] += mean_speed * np.sin(mid_heading) * dt
+        pose[n, 2] = (heading + yaw_rate[n] * dt + np.pi) % (2 * np.pi) - np.pi  # wrap_angle
+        speed[n] = new_speed
 
 
 def wrap_angle(angle: np.ndarray) -> np.ndarray:
