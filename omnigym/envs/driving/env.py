@@ -200,8 +200,11 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         if self.autoreset_mode == AutoresetMode.NEXT_STEP and resetting.any():
             self._reset_slots(resetting)
         result = self.sim.step(actions)
-        for key in ("reward", "terminated", "truncated"):
-            setattr(result, key, np.where(resetting, 0 if key == "reward" else False, getattr(result, key)))
+        if resetting.any():  # these envs only started their next episode
+            for key in ("reward", "terminated", "truncated"):
+                setattr(
+                    result, key, np.where(resetting, 0 if key == "reward" else False, getattr(result, key))
+                )
         info = self._step_info(result, ~resetting)
         ended = (result.terminated | result.truncated) & ~resetting
         obs = None
@@ -237,9 +240,10 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         )
 
     def _step_info(self, result: StepResult, live: np.ndarray) -> dict[str, Any]:
-        components = {name: result.components[name].copy() for name in STEP_COMPONENTS}
-        components.update({f"_{name}": live.copy() for name in STEP_COMPONENTS})
-        info: dict[str, Any] = {REWARD_COMPONENTS: components, f"_{REWARD_COMPONENTS}": live.copy()}
+        live.flags.writeable = False  # one mask, shared by every component
+        components = {name: result.components[name] for name in STEP_COMPONENTS}  # fresh arrays each step
+        components.update({f"_{name}": live for name in STEP_COMPONENTS})
+        info: dict[str, Any] = {REWARD_COMPONENTS: components, f"_{REWARD_COMPONENTS}": live}
         for key, value in result.episode_metrics.items():
             present = ~np.isnan(value) & live
             if present.any():
