@@ -17,12 +17,19 @@ def _driving(**kwargs: object) -> dict:
 
 
 def _manipulation(name: str, entry: str, max_episode_steps: int) -> list[tuple[str, str, dict]]:
-    """``omnigym/<name>-v0`` (state) and ``omnigym/<name>Pixels-v0`` (image, state, text)."""
+    """``omnigym/<name>-v0`` (state) and ``omnigym/<name>Pixels-v0`` (image, state, text).
+
+    Both have the batched ``vector.<name>VectorEnv`` as their ``vector_entry_point``.
+    """
     entry_point = f"omnigym.envs.manipulation.{entry}"
+    common = {
+        "max_episode_steps": max_episode_steps,
+        "vector_entry_point": f"omnigym.envs.manipulation.vector:{name}VectorEnv",
+    }
     pixels = {"obs_keys": ("image", "state", "text")}
     return [
-        (f"omnigym/{name}-v0", entry_point, {"max_episode_steps": max_episode_steps}),
-        (f"omnigym/{name}Pixels-v0", entry_point, {"max_episode_steps": max_episode_steps, "kwargs": pixels}),
+        (f"omnigym/{name}-v0", entry_point, common),
+        (f"omnigym/{name}Pixels-v0", entry_point, {**common, "kwargs": pixels}),
     ]
 
 

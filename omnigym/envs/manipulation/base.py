@@ -168,12 +168,21 @@ class ManipulationEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise ValueError(f"{type(self).__name__} action contains NaN or inf: {action}")
         self._apply_action(np.minimum(np.maximum(action, -1.0), 1.0))
         mujoco.mj_step(self.model, self.data, nstep=self.frame_skip)
+        obs, reward, terminated, info = self._finish_step()
+        return obs, reward, terminated, False, info
+
+    def _finish_step(self) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+        """``(obs, reward, terminated, info)`` once the physics has run an action.
+
+        The part of :meth:`step` after ``mj_step``, apart so that the batched env
+        (``vector.py``), which steps the physics of many envs in one call, shares it.
+        """
         state = self._state()
         success, dense, info = self._score(state)
         info["is_success"] = success
         reward = dense if self.config.reward_type == "dense" else float(success)
         terminated = success and self.config.terminate_on_success
-        return self._observation(state), reward, terminated, False, info
+        return self._observation(state), reward, terminated, info
 
     def _observation(self, state: np.ndarray) -> dict[str, Any]:
         obs: dict[str, Any] = {}
