@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from omnigym.envs.driving import metrics
 from omnigym.envs.driving.agents import AgentFrame, ReactiveAgents, constant_velocity_forecast
@@ -50,7 +51,7 @@ STEP_COMPONENTS = (*CHECKS, "ec")
 WINDOW_MINIMA = ("nc", "dac", "ddc", "tlc", "ttc", "lk")
 """Sub-metrics whose window score is the minimum of the per-step scores (NAVSIM takes the min
 over the trajectory's steps; DDC's and LK's per-step values already look back 1 s / 2 s)."""
-WINDOW_MINIMA_COLUMNS = [STEP_COMPONENTS.index(name) for name in WINDOW_MINIMA]
+WINDOW_MINIMA_COLUMNS = np.array([STEP_COMPONENTS.index(name) for name in WINDOW_MINIMA])
 WINDOW_MINIMA_METRICS = np.array([metrics.SUB_METRICS.index(name) for name in WINDOW_MINIMA])
 COMFORT_CONTEXT = 15
 """Past poses the per-step comfort check differentiates (the jerk filter's window)."""
@@ -399,40 +400,32 @@ class DrivingSimulator:
         self.ego_pose[rows, t] = self.ego.pose
         self.ego_speed[rows, t] = self.ego.speed
         checks = self._step_scores()  # [N, len(STEP_COMPONENTS)]
-        components = dict(zip(STEP_COMPONENTS, checks.T, strict=True))
-        multiplier = components["nc"] * components["dac"]
-        if self.config.reward == "pdms":
-            reward = multiplier * (5 * components["ttc"] + 5 * components["ep"] + 2 * components["c"]) / 12
-        else:
-            multiplier = multiplier * components["ddc"] * components["tlc"]
-            weighted = (
-                5 * components["ep"] + 5 * components["ttc"] + 2 * components["lk"] + 2 * components["c"]
-            ) + 2 * components["ec"]
-            reward = multiplier * weighted / 16
-        np.minimum(
-            self.window_min, checks[:, WINDOW_MINIMA_COLUMNS], out=self.window_min, where=active[:, None]
+        n = self.n
+        reward, terminated, truncated = np.empty(n), np.empty(n, bool), np.empty(n, bool)
+        window_end, starting = np.empty(n, bool), np.empty(n, bool)
+        _step_outcome(
+            checks,
+            active,
+            t - HISTORY_STEPS,
+            self.episode_steps,
+            -1 if self.step_limit is None else self.step_limit,
+            self.config.reward == "epdms",
+            self.config.terminate_on_failure,
+            self.window_min,
+            WINDOW_MINIMA_COLUMNS,
+            self.failed,
+            reward,
+            terminated,
+            truncated,
+            window_end,
+            starting,
         )
-        failed = (components["nc"] < 1) | (components["dac"] < 1)
-        if self.config.reward == "epdms":
-            failed |= components["tlc"] < 1
-        elapsed = t - HISTORY_STEPS
-        terminated = failed & self.config.terminate_on_failure & active
-        limit = (
-            self.episode_steps if self.step_limit is None else np.minimum(self.episode_steps, self.step_limit)
-        )
-        truncated = (elapsed >= limit) & ~terminated & active
-        self.failed |= terminated
-        window_end = active & ((elapsed % WINDOW == 0) | terminated | truncated)
-        live_checks = checks * active[:, None]
-        result = StepResult(
-            reward * active, terminated, truncated, dict(zip(STEP_COMPONENTS, live_checks.T, strict=True))
-        )
+        result = StepResult(reward, terminated, truncated, dict(zip(STEP_COMPONENTS, checks.T, strict=True)))
         if window_end.any():
             self._score_windows(np.flatnonzero(window_end))
         ended = terminated | truncated
         if ended.any():
             result.episode_metrics = self._episode_metrics(ended)
-        starting = active & ~ended & (elapsed % WINDOW == 0)
         if starting.any():
             self._start_window(np.flatnonzero(starting))
         return result
@@ -578,3 +571,58 @@ def _poses_from_positions(points: np.ndarray) -> np.ndarray:
     heading = np.arctan2(delta[..., 1], delta[..., 0])
     heading = np.concatenate([heading, heading[:, -1:]], axis=1)
     return np.concatenate([points, heading[..., None]], axis=-1)
+
+
+@njit(cache=True)
+def _step_outcome(
+    checks: np.ndarray,
+    active: np.ndarray,
+    elapsed: np.ndarray,
+    episode_steps: np.ndarray,
+    step_limit: int,
+    epdms: bool,
+    terminate_on_failure: bool,
+    window_min: np.ndarray,
+    minima_columns: np.ndarray,
+    failed: np.ndarray,
+    reward: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    window_end: np.ndarray,
+    starting: np.ndarray,
+) -> None:
+    """What this step's checks ``[N, len(STEP_COMPONENTS)]`` mean for each slot's episode.
+
+    The reward (the PDMS or EPDMS formula on the per-step checks), failure, the time limit, and
+    whether a window ends or starts; window minima and ``failed`` are updated, and the checks of
+    slots not ``active`` (ended earlier in a plan step) are zeroed.
+    """
+    nc, dac, ddc, tlc, ttc, ep, c, lk, ec = range(9)  # STEP_COMPONENTS
+    for n in range(len(checks)):
+        row = checks[n]
+        if not active[n]:
+            row[:] = 0.0
+            reward[n], terminated[n], truncated[n], window_end[n], starting[n] = (
+                0.0,
+                False,
+                False,
+                False,
+                False,
+            )
+            continue
+        if epdms:
+            weighted = 5 * row[ep] + 5 * row[ttc] + 2 * row[lk] + 2 * row[c] + 2 * row[ec]
+            reward[n] = row[nc] * row[dac] * row[ddc] * row[tlc] * weighted / 16
+            failure = row[nc] < 1 or row[dac] < 1 or row[tlc] < 1
+        else:
+            reward[n] = row[nc] * row[dac] * (5 * row[ttc] + 5 * row[ep] + 2 * row[c]) / 12
+            failure = row[nc] < 1 or row[dac] < 1
+        for i in range(len(minima_columns)):
+            window_min[n, i] = min(window_min[n, i], row[minima_columns[i]])
+        limit = episode_steps[n] if step_limit < 0 else min(episode_steps[n], step_limit)
+        terminated[n] = failure and terminate_on_failure
+        truncated[n] = elapsed[n] >= limit and not terminated[n]
+        failed[n] |= terminated[n]
+        boundary = elapsed[n] % WINDOW == 0
+        window_end[n] = boundary or terminated[n] or truncated[n]
+        starting[n] = boundary and not (terminated[n] or truncated[n])
