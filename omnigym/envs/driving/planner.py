@@ -43,26 +43,26 @@ def _lead_objects(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray, n
     agents nearest to the ego: only those can lead within the horizon), moving at their speed
     along the route, and the nearest red or yellow stop line, standing; inf where there is none.
     """
-    frame = sim.agents_now()
-    k = min(NUM_LEADERS, SEARCHED_AGENTS, frame.valid.shape[1])
+    num_agents = sim.agent_valid.shape[2]
+    k = min(NUM_LEADERS, SEARCHED_AGENTS, num_agents)
     position = np.full((len(idx), k + 1), np.inf)
     speed = np.zeros((len(idx), k + 1))
-    rows = np.asarray(idx, np.int64)
     _find_lead_objects(
-        rows,
+        np.asarray(idx, np.int64),
+        sim.time,
         sim.ego.pose,
         sim.station,
-        frame.pose,
-        frame.speed,
-        frame.valid,
+        sim.agent_pose,
+        sim.agent_speed,
+        sim.agent_valid,
         sim.agent_size,
         sim.route_points,
         sim.route_heading,
         sim.route_num,
-        sim.light_state[rows, sim.time[rows]],
+        sim.light_state,
         sim.light_valid,
         sim.light_station,
-        min(SEARCHED_AGENTS, frame.valid.shape[1]),
+        min(SEARCHED_AGENTS, num_agents),
         position,
         speed,
     )
@@ -72,44 +72,48 @@ def _lead_objects(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray, n
 @njit(cache=True)
 def _find_lead_objects(
     idx: np.ndarray,
+    time: np.ndarray,
     ego_pose: np.ndarray,
     ego_station: np.ndarray,
-    pose: np.ndarray,
-    speed: np.ndarray,
-    valid: np.ndarray,
+    agent_pose: np.ndarray,
+    agent_speed: np.ndarray,
+    agent_valid: np.ndarray,
     size: np.ndarray,
     route_points: np.ndarray,
     route_heading: np.ndarray,
     route_num: np.ndarray,
-    light_state: np.ndarray,
+    light_states: np.ndarray,
     light_valid: np.ndarray,
     light_station: np.ndarray,
     searched: int,
     out_position: np.ndarray,
     out_speed: np.ndarray,
 ) -> None:
-    num_agents, k = pose.shape[1], out_position.shape[1] - 1
+    """:func:`_lead_objects` of slots ``idx`` at their ``time`` (agents and lights read from the logs)."""
+    num_agents, k = agent_pose.shape[2], out_position.shape[1] - 1
     distance = np.empty(num_agents)
     for row in range(len(idx)):
         n = idx[row]
+        pose, speed, valid = agent_pose[n, time[n]], agent_speed[n, time[n]], agent_valid[n, time[n]]
+        light_state = light_states[n, time[n]]
         for a in range(num_agents):
-            dx, dy = pose[n, a, 0] - ego_pose[n, 0], pose[n, a, 1] - ego_pose[n, 1]
-            distance[a] = dx * dx + dy * dy if valid[n, a] else np.inf
+            dx, dy = pose[a, 0] - ego_pose[n, 0], pose[a, 1] - ego_pose[n, 1]
+            distance[a] = dx * dx + dy * dy if valid[a] else np.inf
         centre = int(np.rint(ego_station[n] / ROUTE_SPACING))
         last_point = route_num[n] - 1
         first = min(max(centre - 10, 0), last_point)
         last = min(max(centre + int(LOOKAHEAD) - 1, 0), last_point)
         count = 0  # agents kept so far in out_position[row, :k], nearest rear first
         for a in np.argsort(distance, kind="mergesort")[:searched]:
-            if not valid[n, a]:
+            if not valid[a]:
                 continue
             best, best_index = np.inf, first
             for i in range(first, last + 1):  # the nearest route point in the window
-                dx, dy = pose[n, a, 0] - route_points[n, i, 0], pose[n, a, 1] - route_points[n, i, 1]
+                dx, dy = pose[a, 0] - route_points[n, i, 0], pose[a, 1] - route_points[n, i, 1]
                 d2 = dx * dx + dy * dy
                 if d2 < best:
                     best, best_index = d2, i
-            along = np.cos(pose[n, a, 2] - route_heading[n, best_index])
+            along = np.cos(pose[a, 2] - route_heading[n, best_index])
             station = best_index * ROUTE_SPACING
             if not (np.sqrt(best) < ROUTE_LANE_HALF_WIDTH and along > 0.5 and station > ego_station[n]):
                 continue
@@ -123,10 +127,10 @@ def _find_lead_objects(
                     out_speed[row, slot - 1],
                 )
                 slot -= 1
-            out_position[row, slot], out_speed[row, slot] = rear, speed[n, a] * min(along, 1.0)
+            out_position[row, slot], out_speed[row, slot] = rear, speed[a] * min(along, 1.0)
             count = min(count + 1, k)
-        for j in range(light_state.shape[1]):  # the nearest red or yellow stop line ahead, standing
-            stopping = light_state[row, j] == LIGHT_RED or light_state[row, j] == LIGHT_YELLOW
+        for j in range(len(light_state)):  # the nearest red or yellow stop line ahead, standing
+            stopping = light_state[j] == LIGHT_RED or light_state[j] == LIGHT_YELLOW
             ahead = light_station[n, j] > ego_station[n] + 0.5 * EGO_LENGTH
             if stopping and ahead and light_valid[n, j]:
                 out_position[row, k] = min(out_position[row, k], light_station[n, j])
