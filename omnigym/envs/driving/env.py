@@ -224,7 +224,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
             self._reset_slots(ended)
             if partial:
                 light_now = self.sim.light_state[np.arange(self.num_envs), self.sim.time]
-                obs = self._vector_keys(self.sim.agents_now(), light_now, np.flatnonzero(ended), final_obs)
+                obs = self._vector_keys(light_now, np.flatnonzero(ended), final_obs)
         self._needs_reset = ended
         return (
             self._observe() if obs is None else obs,
@@ -259,21 +259,22 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         tracking as it was.
         """
         sim, keys = self.sim, self.observation_config.keys
-        frame = sim.agents_now()
         pose = sim.ego.pose
         light_now = sim.light_state[np.arange(self.num_envs), sim.time]
-        obs = self._vector_keys(frame, light_now)
-        if self._renderer is not None:
-            maps = [assets.map_image for assets in sim.slot_assets]  # type: ignore[union-attr]
-            state = np.where(sim.light_valid, light_now, -1)
-            obs["image"] = self._renderer.render(
-                maps, pose, frame.pose, sim.agent_size, frame.valid, sim.light_pose, sim.light_size, state
-            )
-        if "text" in keys:
-            route_index = np.minimum(np.round(sim.station).astype(np.int64), sim.route_num - 1)
-            obs["text"] = tuple(
-                self._describe(i, frame, light_now, route_index) for i in range(self.num_envs)
-            )
+        obs = self._vector_keys(light_now)
+        if self._renderer is not None or "text" in keys:
+            frame = sim.agents_now()
+            if self._renderer is not None:
+                maps = [assets.map_image for assets in sim.slot_assets]  # type: ignore[union-attr]
+                state = np.where(sim.light_valid, light_now, -1)
+                obs["image"] = self._renderer.render(
+                    maps, pose, frame.pose, sim.agent_size, frame.valid, sim.light_pose, sim.light_size, state
+                )
+            if "text" in keys:
+                route_index = np.minimum(np.round(sim.station).astype(np.int64), sim.route_num - 1)
+                obs["text"] = tuple(
+                    self._describe(i, frame, light_now, route_index) for i in range(self.num_envs)
+                )
         if self.config.privileged:
             tracker = self._expert_tracker
             saved = (tracker.points.copy(), tracker.arc.copy(), tracker.speed.copy(), tracker.step.copy())
@@ -287,7 +288,6 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
 
     def _vector_keys(
         self,
-        frame: Any,
         light_now: np.ndarray,
         rows: np.ndarray | None = None,
         out: dict[str, Any] | None = None,
@@ -323,13 +323,14 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         if "agents" in keys:
             out["agents"] = agent_features(
                 pose,
-                frame.pose,
-                frame.speed,
+                sim.agent_pose,
+                sim.agent_speed,
                 sim.agent_size,
-                frame.valid,
+                sim.agent_valid,
                 cfg.num_agents,
                 rows,
                 out.get("agents"),
+                time=sim.time,
             )
         if "route" in keys:
             out["route"] = route_features(

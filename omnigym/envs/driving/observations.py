@@ -191,37 +191,49 @@ def agent_features(
     k: int,
     rows: np.ndarray | None = None,
     out: np.ndarray | None = None,
+    time: np.ndarray | None = None,
 ) -> np.ndarray:
     """``agents`` [N, K, 9]: the ``k`` nearest valid agents (within AGENT_RADIUS) in the ego frame.
 
-    With ``out`` and ``rows``, only the envs ``rows`` are computed, into ``out``.
+    ``pose`` ``[N, A, 3]``, ``speed`` and ``valid`` ``[N, A]`` are the agents now; with ``time``
+    ``[N]``, they are logs ``[N, T, A, ...]`` read at each env's time. With ``out`` and ``rows``,
+    only the envs ``rows`` are computed, into ``out``.
     """
+    if time is None:  # one time step: a log of length 1
+        pose, speed, valid, time = (
+            pose[:, None],
+            speed[:, None],
+            valid[:, None],
+            np.zeros(len(pose), np.int64),
+        )
     out, rows = _output((len(ego_pose), k, 9), rows, out)
-    _agent_features(ego_pose, pose, speed, size, valid, rows, out)
+    _agent_features(ego_pose, pose, speed, size, valid, time, rows, out)
     return out
 
 
 @njit(cache=True)
 def _agent_features(
     ego_pose: np.ndarray,
-    pose: np.ndarray,
-    speed: np.ndarray,
+    poses: np.ndarray,
+    speeds: np.ndarray,
     size: np.ndarray,
-    valid: np.ndarray,
+    valids: np.ndarray,
+    time: np.ndarray,
     rows: np.ndarray,
     out: np.ndarray,
 ) -> None:
-    num_agents, k = pose.shape[1], out.shape[1]
+    num_agents, k = poses.shape[2], out.shape[1]
     local = np.empty((num_agents, 2))
     nearest = np.empty(k, np.int64)  # the agents seen so far, nearest first
     nearest_distance = np.empty(k)
     for n in rows:
+        pose, speed, valid = poses[n, time[n]], speeds[n, time[n]], valids[n, time[n]]
         cos, sin = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
         count = 0
         for a in range(num_agents):
-            if not valid[n, a]:
+            if not valid[a]:
                 continue
-            dx, dy = pose[n, a, 0] - ego_pose[n, 0], pose[n, a, 1] - ego_pose[n, 1]
+            dx, dy = pose[a, 0] - ego_pose[n, 0], pose[a, 1] - ego_pose[n, 1]
             distance = np.hypot(dx, dy)
             if distance >= AGENT_RADIUS or (count == k and distance >= nearest_distance[k - 1]):
                 continue
@@ -234,12 +246,12 @@ def _agent_features(
             count = min(count + 1, k)
         for row in range(count):
             a = nearest[row]
-            heading_cos, heading_sin = np.cos(pose[n, a, 2]), np.sin(pose[n, a, 2])
+            heading_cos, heading_sin = np.cos(pose[a, 2]), np.sin(pose[a, 2])
             out[n, row, 0], out[n, row, 1] = local[a, 0], local[a, 1]
             # the agent's heading and velocity in the ego frame
             out[n, row, 2] = heading_cos * cos + heading_sin * sin
             out[n, row, 3] = heading_sin * cos - heading_cos * sin
-            out[n, row, 4], out[n, row, 5] = speed[n, a] * out[n, row, 2], speed[n, a] * out[n, row, 3]
+            out[n, row, 4], out[n, row, 5] = speed[a] * out[n, row, 2], speed[a] * out[n, row, 3]
             out[n, row, 6], out[n, row, 7] = size[n, a, 0], size[n, a, 1]
             out[n, row, 8] = 1.0
 
