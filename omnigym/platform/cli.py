@@ -148,18 +148,31 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    from omnigym.platform.datasets import collect_dataset
+    from omnigym.platform.datasets import PolicySource, PolicySpec, collect_dataset, parse_policy_mix
+    from omnigym.policies.baselines import RandomPolicy
 
     env_kwargs = _json_kwargs(args.env_kwargs)
-    policy = resolve_policy(args.policy, args.env, env_kwargs)
+    # A saved policy's path is one spec even if it holds a comma.
+    entries = [PolicySpec(args.policy)] if Path(args.policy).exists() else parse_policy_mix(args.policy)
+    sources = []
+    for entry in entries:
+        policy = resolve_policy(entry.spec, args.env, env_kwargs)
+        if entry.mode is None:  # random's mode is the box centre: as data it samples unless told
+            stochastic = args.stochastic or isinstance(policy, RandomPolicy)
+        else:
+            stochastic = entry.mode == "stochastic"
+        label = f"{entry.spec}:stochastic" if stochastic else entry.spec
+        sources.append(PolicySource(policy, entry.fraction, deterministic=not stochastic, label=label))
     summary = collect_dataset(
-        policy, args.env, args.dataset_id, episodes=args.episodes, seed=args.seed, env_kwargs=env_kwargs,
-        deterministic=not args.stochastic,
-    )  # fmt: skip
+        sources, args.env, args.dataset_id, episodes=args.episodes, seed=args.seed, env_kwargs=env_kwargs
+    )
+    success = "" if summary.success_rate is None else f", success rate {summary.success_rate:.3f}"
     print(
         f"wrote Minari dataset {summary.dataset_id}: {summary.episodes} episodes, {summary.steps} steps, "
-        f"mean return {summary.mean_return:.3f} ({summary.path})"
+        f"mean return {summary.mean_return:.3f}{success} ({summary.path})"
     )
+    if len(summary.episodes_per_policy) > 1:
+        print("episodes per policy: " + ", ".join(f"{k} {v}" for k, v in summary.episodes_per_policy.items()))
     return 0
 
 
@@ -255,12 +268,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(func=_cmd_eval)
 
     collect = sub.add_parser("collect", help="record a policy's episodes as a Minari dataset")
-    collect.add_argument("--policy", required=True, help="registered policy name, saved policy or run dir")
+    collect.add_argument(
+        "--policy", required=True,
+        help="registered policy name, saved policy or run dir; or a mix SPEC[:MODE]:FRACTION,... "
+        "(MODE deterministic or stochastic), e.g. pusht_expert:0.7,random:0.3",
+    )  # fmt: skip
     collect.add_argument("--env", required=True, help="Gymnasium env id")
     collect.add_argument("--dataset-id", required=True, help="Minari dataset id, e.g. omnigym/driving-pdm-v0")
     collect.add_argument("--episodes", type=int, default=10, help="episodes to record (default 10)")
     collect.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
-    collect.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
+    collect.add_argument(
+        "--stochastic", action="store_true",
+        help="sample actions instead of the mode (experts add their noise); random always samples",
+    )  # fmt: skip
     collect.add_argument("--env-kwargs", default=None, help="JSON keyword arguments for the env")
     collect.set_defaults(func=_cmd_collect)
 

@@ -1,16 +1,20 @@
 """Datasets of policy rollouts, stored as Minari datasets for imitation and offline RL.
 
-Any registered policy (a scripted expert, a baseline, a trained policy) can be rolled out on any
-env and recorded. Privileged observation keys that an expert reads (``Policy.env_kwargs``) are
-stripped from what is stored, so a dataset holds what a learner may see.
+Any registered policy (a scripted expert, a baseline, a trained policy), or a mix of several,
+can be rolled out on any env and recorded. Each episode's return, length, success flag and
+source policy are stored as its Minari episode metadata, and the per-step success flags as its
+``infos``, so a learner can filter or weight demonstrations without replaying them. Privileged
+observation keys that an expert reads (``Policy.env_kwargs``) are stripped from what is stored,
+so a dataset holds what a learner may see.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-from dataclasses import dataclass
-from pathlib import Path
+import math
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -18,8 +22,15 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from omnigym.platform.evaluate import SUCCESS_KEYS
 from omnigym.platform.vec_env import make_env, to_env_action
 from omnigym.policies.base import Policy, obs_to_torch
+
+SUCCESS_INFO = "is_success"
+"""Key of the success flags in a stored episode's ``infos`` and metadata, whichever of
+:data:`~omnigym.platform.evaluate.SUCCESS_KEYS` the env reports."""
+MODES = ("deterministic", "stochastic")
+"""How a policy of a mix acts: its mode, or sampled (the experts' noise, uniform for random)."""
 
 
 class HidePrivileged(gym.ObservationWrapper):
@@ -40,41 +51,180 @@ class HidePrivileged(gym.ObservationWrapper):
         return {key: value for key, value in observation.items() if key not in self.keys}
 
 
-def _record_episode(policy: Policy, env: HidePrivileged, seed: int, deterministic: bool) -> Any:
-    """One episode as a Minari ``EpisodeBuffer`` (observations T+1, actions/rewards/ends T)."""
+@dataclass
+class PolicySource:
+    """One policy of a dataset and the share of its episodes that the policy records."""
+
+    policy: Policy
+    fraction: float = 1.0
+    """Share of the episodes, in (0, 1]; the fractions of a mix sum to 1."""
+    deterministic: bool = True
+    """Act with the policy's mode; False samples (an expert's noise, a random policy's draws)."""
+    label: str = ""
+    """Name stored with each episode (default: the policy's name and mode)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.fraction <= 1:
+            raise ValueError(f"a policy's fraction must be in (0, 1], got {self.fraction}")
+        if not self.label:
+            name = self.policy.name or type(self.policy).__name__
+            self.label = name if self.deterministic else f"{name}:stochastic"
+
+
+@dataclass
+class PolicySpec:
+    """One entry of a ``--policy`` mix as written: ``SPEC[:MODE][:FRACTION]``."""
+
+    spec: str
+    """Registered policy name, saved policy, checkpoint or run dir."""
+    mode: str | None = None
+    """``deterministic``, ``stochastic`` or None (the command's default)."""
+    fraction: float = 1.0
+
+
+def parse_policy_mix(text: str) -> list[PolicySpec]:
+    """Parse ``--policy``: one spec, or a comma-separated mix ``SPEC[:MODE][:FRACTION],...``.
+
+    E.g. ``pusht_expert:0.7,random:0.3`` or ``reach_expert:0.5,reach_expert:stochastic:0.5``.
+    A single spec may leave out its fraction; in a mix every entry names one, and they sum to 1.
+
+    Raises:
+        ValueError: an empty entry, an unknown mode, a bad fraction or a sum other than 1.
+    """
+    entries = [part.strip() for part in text.split(",")]
+    specs = []
+    for entry in entries:
+        parts = entry.split(":")
+        fraction = None
+        if len(parts) > 1 and _is_number(parts[-1]):
+            fraction = float(parts.pop())
+        mode = parts.pop() if len(parts) > 1 and parts[-1] in MODES else None
+        spec = ":".join(parts)
+        if not spec:
+            raise ValueError(f"--policy {text!r}: an entry names no policy")
+        if fraction is None and len(entries) > 1:
+            raise ValueError(f"--policy {text!r}: give every policy of a mix its fraction, e.g. {spec}:0.5")
+        specs.append(PolicySpec(spec, mode, 1.0 if fraction is None else fraction))
+    for s in specs:
+        if not 0 < s.fraction <= 1:
+            raise ValueError(f"--policy {text!r}: fractions must be in (0, 1], got {s.fraction}")
+    total = sum(s.fraction for s in specs)
+    if not math.isclose(total, 1.0, abs_tol=1e-6):
+        raise ValueError(f"--policy {text!r}: the fractions sum to {total:g}, not 1")
+    return specs
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def assign_episodes(fractions: Sequence[float], episodes: int) -> list[int]:
+    """The source of each episode: index ``k`` for ``fractions[k]``, deterministic and interleaved.
+
+    Episode ``i`` goes to the source furthest behind its share of the first ``i + 1`` episodes
+    (ties to the lower index), so every prefix of the dataset holds each source within about one
+    episode of its fraction, and the whole dataset ``round(fraction * episodes)`` up to ties.
+
+    Args:
+        fractions: the sources' shares, summing to 1.
+        episodes: how many episodes to assign.
+
+    Returns:
+        ``[episodes]`` source indices.
+    """
+    counts = [0] * len(fractions)
+    sources = []
+    for i in range(episodes):
+        k = max(range(len(fractions)), key=lambda j: fractions[j] * (i + 1) - counts[j])
+        counts[k] += 1
+        sources.append(k)
+    return sources
+
+
+@dataclass
+class _Recorded:
+    """One recorded episode: Minari's buffer and what is stored as its episode metadata."""
+
+    buffer: Any
+    """``minari.data_collector.EpisodeBuffer``."""
+    metadata: dict[str, Any]
+    """``policy``, ``return``, ``length`` and, when the env reports it, ``is_success``."""
+
+
+def _record_episode(source: PolicySource, env: HidePrivileged, seed: int) -> _Recorded:
+    """One episode: observations T+1, actions, rewards, ends T, success flags T+1 (reset first).
+
+    Sampling is seeded with ``seed`` too (inside a forked torch RNG), so an episode does not
+    depend on which episodes were recorded before it.
+    """
     from minari.data_collector.episode_buffer import EpisodeBuffer
 
-    obs, _ = env.reset(seed=seed)
+    policy = source.policy
+    policy.reset()
+    obs, info = env.reset(seed=seed)
     observations, actions, rewards, terminations, truncations = [obs], [], [], [], []
+    infos = [info]
     done = False
-    while not done:
-        full = {**obs, **env.privileged}
-        batch = {k: ((v,) if isinstance(v, str) else np.asarray(v)[None]) for k, v in full.items()}
-        with torch.no_grad():
-            step = policy.act(obs_to_torch(batch), deterministic=deterministic)
-        raw = (
-            step.action.detach().cpu().numpy()
-            if isinstance(step.action, torch.Tensor)
-            else np.asarray(step.action)
-        )
-        action = to_env_action(env.action_space, raw[0])
-        obs, reward, terminated, truncated, _ = env.step(action)
-        observations.append(obs)
-        actions.append(action)
-        rewards.append(float(reward))
-        terminations.append(bool(terminated))
-        truncations.append(bool(truncated))
-        done = terminated or truncated
-    stacked = {key: np.stack([o[key] for o in observations]) for key in observations[0]}
-    return EpisodeBuffer(
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        while not done:
+            full = {**obs, **env.privileged}
+            batch = {k: ((v,) if isinstance(v, str) else np.asarray(v)[None]) for k, v in full.items()}
+            with torch.no_grad():
+                step = policy.act(obs_to_torch(batch), deterministic=source.deterministic)
+            raw = (
+                step.action.detach().cpu().numpy()
+                if isinstance(step.action, torch.Tensor)
+                else np.asarray(step.action)
+            )
+            action = to_env_action(env.action_space, raw[0])
+            obs, reward, terminated, truncated, info = env.step(action)
+            observations.append(obs)
+            actions.append(action)
+            rewards.append(float(reward))
+            terminations.append(bool(terminated))
+            truncations.append(bool(truncated))
+            infos.append(info)
+            done = terminated or truncated
+    metadata: dict[str, Any] = {
+        "policy": source.label,
+        "return": float(np.sum(rewards)),
+        "length": len(rewards),
+    }
+    success_key = next((key for key in SUCCESS_KEYS if key in infos[-1]), None)
+    step_infos = {}
+    if success_key is not None:
+        metadata[SUCCESS_INFO] = bool(infos[-1][success_key])
+        if all(success_key in i for i in infos):
+            step_infos[SUCCESS_INFO] = np.array([bool(i[success_key]) for i in infos])
+    buffer = EpisodeBuffer(
         seed=seed,
-        observations=stacked,
+        observations=_stack_observations(observations, env.observation_space),
         actions=np.stack(actions),
         rewards=rewards,
         terminations=terminations,
         truncations=truncations,
-        infos={},
+        infos=step_infos,
     )
+    return _Recorded(buffer, metadata)
+
+
+def _stack_observations(observations: list[dict[str, Any]], space: spaces.Space) -> dict[str, Any]:
+    """``key -> [T+1, ...]`` arrays; ``Text`` keys as lists of ``str``.
+
+    h5py stores a list of Python strings, but has no conversion for a NumPy ``<U`` array.
+    """
+    assert isinstance(space, spaces.Dict)
+    return {
+        key: [str(o[key]) for o in observations]
+        if isinstance(space[key], spaces.Text)
+        else np.stack([o[key] for o in observations])
+        for key in observations[0]
+    }
 
 
 @dataclass
@@ -86,10 +236,14 @@ class DatasetSummary:
     episodes: int
     steps: int
     mean_return: float
+    success_rate: float | None = None
+    """Fraction of episodes whose last step reported success; None if the env reports none."""
+    episodes_per_policy: dict[str, int] = field(default_factory=dict)
+    """Episodes recorded by each source, by label."""
 
 
 def collect_dataset(
-    policy: Policy,
+    policy: Policy | Sequence[PolicySource],
     env_id: str,
     dataset_id: str,
     *,
@@ -99,52 +253,103 @@ def collect_dataset(
     deterministic: bool = True,
     description: str | None = None,
 ) -> DatasetSummary:
-    """Roll ``policy`` out and save the episodes as the Minari dataset ``dataset_id``.
+    """Roll a policy, or a mix of policies, out and save the episodes as Minari dataset ``dataset_id``.
 
-    Episode ``i`` is seeded ``seed + i``; datasets live under ``$MINARI_DATASETS_PATH`` (default
-    ``~/.minari/datasets``).
+    Episode ``i`` is seeded ``seed + i`` (the env's reset and the policy's sampling); with a mix
+    it is recorded by source :func:`assign_episodes` picks. Each episode's metadata
+    (``dataset.storage.get_episode_metadata(dataset.episode_indices)``) holds ``policy`` (the
+    source's label), ``return``, ``length`` and ``is_success`` (from the last step's info, when
+    the env reports success); its ``infos["is_success"]`` the flag of every step (reset first).
+    ``Text`` observations are stored as strings. Datasets live under ``$MINARI_DATASETS_PATH``
+    (default ``~/.minari/datasets``).
+
+    Args:
+        policy: one policy, or the sources of a mix (fractions summing to 1).
+        env_id: the Gymnasium id to roll out on.
+        dataset_id: the Minari id to write, e.g. ``omnigym/reach-expert-v0``.
+        episodes: how many episodes.
+        seed: episode ``i`` uses ``seed + i``.
+        env_kwargs: keyword arguments for the env, over those the policies ask for.
+        deterministic: how a single ``policy`` acts (a mix's sources say it themselves).
+        description: the dataset's description (default: counts, policies and env).
 
     Raises:
         ImportError: minari is not installed (``pip install omnigym[offline]``).
-        ValueError: a bad count, or a dataset with this id exists already.
+        ValueError: a bad count or mix, policies asking for different env options, or a dataset
+            with this id exists already.
     """
     try:
         import minari
+        from minari.storage import get_dataset_path
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError("collecting datasets needs minari: pip install 'omnigym[offline]'") from exc
+    sources = [PolicySource(policy, 1.0, deterministic)] if isinstance(policy, Policy) else list(policy)
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    if dataset_id in minari.list_local_datasets():
+    if not sources or not math.isclose(sum(s.fraction for s in sources), 1.0, abs_tol=1e-6):
+        raise ValueError("the policies' fractions must sum to 1")
+    path = get_dataset_path(dataset_id)
+    if path.exists():
         raise ValueError(f"Minari dataset {dataset_id!r} exists already; delete it or pick another id")
-    kwargs = {**policy.env_kwargs, **(env_kwargs or {})}
-    privileged = list(kwargs.get("privileged", []))
-    env = HidePrivileged(make_env(env_id, **kwargs), privileged)
-    buffers, steps, returns = [], 0, []
+    kwargs = _merged_env_kwargs([s.policy for s in sources], env_kwargs or {})
+    env = HidePrivileged(make_env(env_id, **kwargs), list(kwargs.get("privileged", [])))
+    assignment = assign_episodes([s.fraction for s in sources], episodes)
+    labels = [s.label for s in sources]
     try:
-        for episode in range(episodes):
-            policy.reset()
-            buffer = _record_episode(policy, env, seed + episode, deterministic)
-            buffers.append(buffer)
-            steps += len(buffer.rewards)
-            returns.append(float(np.sum(buffer.rewards)))
+        recorded = [_record_episode(sources[k], env, seed + i) for i, k in enumerate(assignment)]
         spec = env.env.spec  # the made env's, without this wrapper
         if spec is not None:  # a user re-making the env from the dataset gets no privileged keys
             spec = dataclasses.replace(
                 spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "privileged"}
             )
-        minari.create_dataset_from_buffers(
-            dataset_id=dataset_id,
-            buffer=buffers,
-            env=spec,
-            eval_env=spec,
-            observation_space=env.observation_space,
-            action_space=env.action_space,
-            algorithm_name=policy.name or type(policy).__name__,
-            author="omnigym",
-            code_permalink="https://github.com/omnigym/omnigym",
-            description=description or f"{episodes} episodes of {policy.name} on {env_id}",
-        )
+        mix = ", ".join(f"{s.label} {s.fraction:g}" for s in sources)
+        try:
+            dataset = minari.create_dataset_from_buffers(
+                dataset_id=dataset_id,
+                buffer=[r.buffer for r in recorded],
+                env=spec,
+                eval_env=spec,
+                observation_space=env.observation_space,
+                action_space=env.action_space,
+                algorithm_name=",".join(labels),
+                author="omnigym",
+                code_permalink="https://github.com/omnigym/omnigym",
+                description=description or f"{episodes} episodes of {mix} on {env_id}",
+            )
+            dataset.storage.update_episode_metadata([r.metadata for r in recorded], range(episodes))
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)  # a half-written dataset would block its id
+            raise
     finally:
         env.close()
-    root = Path(os.environ.get("MINARI_DATASETS_PATH", Path.home() / ".minari" / "datasets"))
-    return DatasetSummary(dataset_id, str(root / dataset_id), episodes, steps, float(np.mean(returns)))
+    successes = [r.metadata[SUCCESS_INFO] for r in recorded if SUCCESS_INFO in r.metadata]
+    return DatasetSummary(
+        dataset_id=dataset_id,
+        path=str(path),
+        episodes=episodes,
+        steps=sum(r.metadata["length"] for r in recorded),
+        mean_return=float(np.mean([r.metadata["return"] for r in recorded])),
+        success_rate=float(np.mean(successes)) if len(successes) == episodes else None,
+        episodes_per_policy={label: sum(labels[k] == label for k in assignment) for label in labels},
+    )
+
+
+def _merged_env_kwargs(policies: Sequence[Policy], env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The env options all ``policies`` ask for (their privileged keys joined), then ``env_kwargs``.
+
+    Raises:
+        ValueError: two policies ask for different values of one option.
+    """
+    merged: dict[str, Any] = {}
+    privileged: list[str] = []
+    for policy in policies:
+        for key, value in policy.env_kwargs.items():
+            if key == "privileged":
+                privileged += [k for k in value if k not in privileged]
+            elif key in merged and merged[key] != value:
+                raise ValueError(f"policies ask for env option {key} = {merged[key]!r} and {value!r}")
+            else:
+                merged[key] = value
+    if privileged:
+        merged["privileged"] = privileged
+    return {**merged, **env_kwargs}

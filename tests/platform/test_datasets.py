@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from omnigym.envs.driving.experts import LogReplayConfig, LogReplayPolicy
-from omnigym.platform.datasets import collect_dataset
+from omnigym.platform.datasets import PolicySpec, assign_episodes, collect_dataset, parse_policy_mix
 from omnigym.platform.vec_env import make_env
+from omnigym.policies.baselines import RandomPolicy, RandomPolicyConfig
 
 
 @pytest.fixture
@@ -42,3 +43,49 @@ def test_collect_dataset_round_trip(minari_root, tmp_path):
         collect_dataset(
             policy, "omnigym/DrivingPlan-v0", "omnigym/test-log-replay-v0", episodes=1, env_kwargs=kwargs
         )
+
+
+def test_parse_policy_mix():
+    assert parse_policy_mix("reach_expert") == [PolicySpec("reach_expert", None, 1.0)]
+    assert parse_policy_mix("random:stochastic") == [PolicySpec("random", "stochastic", 1.0)]
+    assert parse_policy_mix("pusht_expert:0.7, random:0.3") == [
+        PolicySpec("pusht_expert", None, 0.7),
+        PolicySpec("random", None, 0.3),
+    ]
+    mix = parse_policy_mix("reach_expert:0.5,reach_expert:stochastic:0.25,runs/a:b:deterministic:0.25")
+    assert mix[1] == PolicySpec("reach_expert", "stochastic", 0.25)
+    assert mix[2] == PolicySpec("runs/a:b", "deterministic", 0.25)  # a path may hold a colon
+    for bad, message in [
+        ("a:0.5,b:0.6", "sum to 1.1"),
+        ("a:0.5,b", "give every policy"),
+        ("a:0,b:1", r"\(0, 1\]"),
+        (":0.5,b:0.5", "names no policy"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            parse_policy_mix(bad)
+
+
+def test_assign_episodes_interleaves_by_fraction():
+    assert assign_episodes([1.0], 3) == [0, 0, 0]
+    assert assign_episodes([0.7, 0.3], 10) == [0, 1, 0, 0, 0, 1, 0, 0, 1, 0]  # 5th: a tie, to 0
+    sources = assign_episodes([0.5, 0.3, 0.2], 100)
+    assert [sources.count(k) for k in range(3)] == [50, 30, 20]
+    for n in range(1, 101):  # every prefix holds each source within one episode of its share
+        for k, fraction in enumerate([0.5, 0.3, 0.2]):
+            assert abs(sources[:n].count(k) - fraction * n) <= 1
+
+
+def test_failed_write_leaves_no_dataset_behind(minari_root, monkeypatch):
+    """A dataset half-written when Minari failed (e.g. h5py on text arrays) blocked its id."""
+
+    def fail_after_making_the_dir(dataset_id, **kwargs):
+        (minari_root / dataset_id / "data").mkdir(parents=True)
+        raise TypeError("No conversion path for dtype")
+
+    monkeypatch.setattr(minari, "create_dataset_from_buffers", fail_after_making_the_dir)
+    env = make_env("omnigym/Reach-v0")
+    policy = RandomPolicy(RandomPolicyConfig(), env.observation_space, env.action_space)
+    env.close()
+    with pytest.raises(TypeError, match="No conversion"):
+        collect_dataset(policy, "omnigym/Reach-v0", "omnigym/test-broken-v0", episodes=1)
+    assert not (minari_root / "omnigym" / "test-broken-v0").exists()
