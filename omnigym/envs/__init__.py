@@ -10,6 +10,7 @@ import gymnasium as gym
 # (id, entry point, kwargs for gym.register). Env families add their lines here.
 _DRIVING = "omnigym.envs.driving.env:DrivingEnv"
 _DRIVING_VECTOR = "omnigym.envs.driving.env:DrivingVectorEnv"
+_GUI = "omnigym.envs.gui.env:GUIEnv"
 
 
 def _driving(**kwargs: object) -> dict:
@@ -31,6 +32,12 @@ def _manipulation(name: str, entry: str, max_episode_steps: int) -> list[tuple[s
         (f"omnigym/{name}-v0", entry_point, common),
         (f"omnigym/{name}Pixels-v0", entry_point, {**common, "kwargs": pixels}),
     ]
+
+
+def _gui(family: str, max_episode_steps: int) -> tuple[str, str, dict]:
+    """``omnigym/GUI-<family>-v0``: one synthetic GUI task family (text actions)."""
+    kwargs = {"task": family}
+    return (f"omnigym/GUI-{family}-v0", _GUI, {"kwargs": kwargs, "max_episode_steps": max_episode_steps})
 
 
 _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
@@ -56,6 +63,12 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
         "omnigym.envs.manipulation.torch_reach:TorchReachEnv",
         {"vector_entry_point": "omnigym.envs.manipulation.torch_reach:make_torch_reach_vec_env"},
     ),
+    # synthetic GUI tasks (docs/envs/gui.md): screenshot + instruction/accessibility tree, text actions;
+    # the step limits are the families' Task.max_steps
+    _gui("ClickButton", max_episode_steps=5),
+    _gui("ClickCheckboxes", max_episode_steps=12),
+    _gui("EnterText", max_episode_steps=10),
+    _gui("LoginUser", max_episode_steps=15),
 ]
 
 

@@ -204,7 +204,8 @@ def _record_episode(source: PolicySource, env: HidePrivileged, seed: int) -> _Re
     buffer = EpisodeBuffer(
         seed=seed,
         observations=_stack_observations(observations, env.observation_space),
-        actions=np.stack(actions),
+        # Text actions as a list of str, like Text observations (h5py cannot store a ``<U`` array).
+        actions=[str(a) for a in actions] if isinstance(env.action_space, spaces.Text) else np.stack(actions),
         rewards=rewards,
         terminations=terminations,
         truncations=truncations,
@@ -260,7 +261,7 @@ def collect_dataset(
     (``dataset.storage.get_episode_metadata(dataset.episode_indices)``) holds ``policy`` (the
     source's label), ``return``, ``length`` and ``is_success`` (from the last step's info, when
     the env reports success); its ``infos["is_success"]`` the flag of every step (reset first).
-    ``Text`` observations are stored as strings. Datasets live under ``$MINARI_DATASETS_PATH``
+    ``Text`` observations and actions are stored as strings. Datasets live under ``$MINARI_DATASETS_PATH``
     (default ``~/.minari/datasets``).
 
     Args:

@@ -97,4 +97,5 @@ POLICIES.register("pusht_expert", "omnigym.envs.manipulation.experts:PushTExpert
 POLICIES.register("reach_expert", "omnigym.envs.manipulation.experts:ReachExpert")
 POLICIES.register("pushcube_expert", "omnigym.envs.manipulation.experts:PushCubeExpert")
 POLICIES.register("pickplace_expert", "omnigym.envs.manipulation.experts:PickPlaceExpert")
+POLICIES.register("gui_oracle", "omnigym.envs.gui.oracle:GUIOracle")
 ALGORITHMS.register("ppo", "omnigym.platform.algorithms.ppo:PPO")

@@ -1,0 +1,172 @@
+"""The text action grammar of the GUI envs, parsed into a structured :class:`GUIAction`.
+
+A VLM policy writes one call per step::
+
+    click(120, 45)          double_click(x, y)       type("alice")
+    key("Enter")            scroll(x, y, dy)          drag(x1, y1, x2, y2)
+
+Coordinates are screenshot pixels (numbers with a fraction are rounded); strings take single
+or double quotes with backslash escapes. Anything else raises :class:`ActionParseError`, which
+the env turns into ``info["action_valid"] = False`` and a penalty, so a malformed generation is an
+outcome to learn from, never a crash. The grammar knows nothing of screens: a browser adapter
+reuses :func:`parse_action` and maps :class:`GUIAction` onto its own driver.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from typing import Literal
+
+ActionKind = Literal["click", "double_click", "type", "key", "scroll", "drag"]
+
+ACTION_CHARSET = string.printable
+"""Characters of the env's ``Text`` action space: printable ASCII and whitespace."""
+ACTION_MAX_LENGTH = 256
+"""Longest action text accepted; longer texts are invalid without being scanned."""
+KEY_NAMES = frozenset(
+    {
+        "Enter", "Tab", "Shift+Tab", "Backspace", "Delete", "Escape", "Space",
+        "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End",
+    }
+)  # fmt: skip
+"""Key names ``key(...)`` accepts (DOM ``KeyboardEvent.key`` spelling, case-insensitive)."""
+_KEYS_BY_LOWER = {name.lower(): name for name in KEY_NAMES}
+
+# Argument kinds per action: "n" a number, "s" a string.
+_SIGNATURES: dict[str, str] = {
+    "click": "nn",
+    "double_click": "nn",
+    "type": "s",
+    "key": "s",
+    "scroll": "nnn",
+    "drag": "nnnn",
+}
+_CALL = re.compile(r"\s*([A-Za-z_]+)\s*\((.*)\)\s*;?\s*", re.DOTALL)
+_ARG = re.compile(
+    r"""\s*(?:(?P<num>[-+]?\d{1,9}(?:\.\d*)?)|"(?P<dq>(?:[^"\\]|\\.)*)"|'(?P<sq>(?:[^'\\]|\\.)*)')\s*""",
+    re.DOTALL,
+)
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_ESCAPES = {"n": "\n", "t": "\t"}
+
+
+class ActionParseError(ValueError):
+    """An action text outside the grammar; the message says why."""
+
+
+@dataclass(frozen=True)
+class GUIAction:
+    """One structured GUI action.
+
+    Attributes:
+        kind: which action.
+        x, y: pointer position (click, double_click, scroll) or drag start, pixels.
+        x2, y2: drag end, pixels.
+        dy: scroll amount in pixels, positive scrolls the content up (shows what is below).
+        text: the string typed, or the key name (canonical spelling).
+    """
+
+    kind: ActionKind
+    x: int = 0
+    y: int = 0
+    x2: int = 0
+    y2: int = 0
+    dy: int = 0
+    text: str = ""
+
+    def points(self) -> tuple[tuple[int, int], ...]:
+        """The screen points the action touches (none for ``type`` and ``key``)."""
+        if self.kind in ("click", "double_click", "scroll"):
+            return ((self.x, self.y),)
+        if self.kind == "drag":
+            return ((self.x, self.y), (self.x2, self.y2))
+        return ()
+
+    def to_text(self) -> str:
+        """The action in the grammar (``parse_action(a.to_text()) == a``)."""
+        if self.kind in ("type", "key"):
+            escaped = self.text.replace("\\", "\\\\").replace('"', '\\"')
+            escaped = escaped.replace("\n", "\\n").replace("\t", "\\t")
+            return f'{self.kind}("{escaped}")'
+        numbers = {
+            "click": (self.x, self.y),
+            "double_click": (self.x, self.y),
+            "scroll": (self.x, self.y, self.dy),
+            "drag": (self.x, self.y, self.x2, self.y2),
+        }[self.kind]
+        return f"{self.kind}({', '.join(str(n) for n in numbers)})"
+
+
+def _unescape(body: str) -> str:
+    return _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+
+
+def _split_args(body: str) -> list[int | str]:
+    """The comma-separated numbers and strings of a call's argument list."""
+    args: list[int | str] = []
+    pos = 0
+    if not body.strip():
+        return args
+    while True:
+        match = _ARG.match(body, pos)
+        if match is None:
+            raise ActionParseError(f"bad argument at {body[pos : pos + 20]!r}")
+        if match.group("num") is not None:
+            args.append(round(float(match.group("num"))))
+        else:
+            quoted = match.group("dq") if match.group("dq") is not None else match.group("sq")
+            args.append(_unescape(quoted))
+        pos = match.end()
+        if pos == len(body):
+            return args
+        if body[pos] != ",":
+            raise ActionParseError(f"expected ',' at {body[pos : pos + 20]!r}")
+        pos += 1
+
+
+def parse_action(text: object, max_length: int = ACTION_MAX_LENGTH) -> GUIAction:
+    """Parse one action text.
+
+    Args:
+        text: the policy's output (``str``; anything else is an error).
+        max_length: longest text accepted.
+
+    Returns:
+        The structured action.
+
+    Raises:
+        ActionParseError: when ``text`` is not one call of the grammar with the right arguments.
+    """
+    if not isinstance(text, str):
+        raise ActionParseError(f"action must be a str, got {type(text).__name__}")
+    if len(text) > max_length:
+        raise ActionParseError(f"action is {len(text)} characters, more than {max_length}")
+    call = _CALL.fullmatch(text)
+    if call is None:
+        raise ActionParseError("expected one call such as click(x, y)")
+    name = call.group(1).lower()
+    signature = _SIGNATURES.get(name)
+    if signature is None:
+        raise ActionParseError(f"unknown action {call.group(1)!r}; known: {', '.join(_SIGNATURES)}")
+    args = _split_args(call.group(2))
+    kinds = "".join("s" if isinstance(arg, str) else "n" for arg in args)
+    if kinds != signature:
+        wanted = ", ".join("number" if k == "n" else "string" for k in signature)
+        raise ActionParseError(f"{name} takes ({wanted})")
+    if name in ("type", "key"):
+        (value,) = args
+        assert isinstance(value, str)
+        if name == "key":
+            canonical = _KEYS_BY_LOWER.get(value.strip().lower())
+            if canonical is None:
+                raise ActionParseError(f"unknown key {value!r}; known: {', '.join(sorted(KEY_NAMES))}")
+            value = canonical
+        return GUIAction(kind=name, text=value)  # type: ignore[arg-type]
+    numbers = [int(arg) for arg in args]
+    if name == "scroll":
+        return GUIAction(kind="scroll", x=numbers[0], y=numbers[1], dy=numbers[2])
+    if name == "drag":
+        return GUIAction(kind="drag", x=numbers[0], y=numbers[1], x2=numbers[2], y2=numbers[3])
+    return GUIAction(kind=name, x=numbers[0], y=numbers[1])  # type: ignore[arg-type]

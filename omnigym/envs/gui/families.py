@@ -1,0 +1,192 @@
+"""MiniWoB-style task families, each generated from the reset seed with a verifiable success check.
+
+A family builds a :class:`~omnigym.envs.gui.screen.Screen` from a NumPy generator and judges it
+after every step: success (True), failure (False) or still running (None). Each episode ends at
+the first *commit* (the target button, or a form's submit button, is activated), as in MiniWoB.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+
+from omnigym.envs.gui import layout
+from omnigym.envs.gui.render import Theme
+from omnigym.envs.gui.screen import Screen
+from omnigym.envs.gui.widgets import Button, Checkbox, Label, Rect, TextField, Widget, Window
+
+BUTTON_WORDS = (
+    "OK", "Submit", "Cancel", "Yes", "No", "Next", "Back", "Save", "Delete", "Open", "Close",
+    "Apply", "Reset", "Search", "Send", "Done", "Edit", "Copy", "Print", "Help", "Start", "Stop",
+)  # fmt: skip
+WORDS = (
+    "apple", "river", "stone", "cloud", "tiger", "lemon", "piano", "amber", "crane", "delta",
+    "ember", "frost", "grape", "honey", "ivory", "jelly", "koala", "lunar", "maple", "noble",
+    "olive", "pearl", "quill", "robin", "solar", "tulip", "umbra", "vivid", "wheat", "zebra",
+)  # fmt: skip
+NAMES = (
+    "alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi", "ivan", "judy",
+    "mallory", "niaj", "olivia", "peggy", "rupert", "sybil", "trent", "victor", "walter", "zoe",
+)  # fmt: skip
+PASSWORD_CHARS = "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+
+def _quoted(labels: list[str]) -> str:
+    return ", ".join(f'"{label}"' for label in labels)
+
+
+class Task(ABC):
+    """Base of the families: size-dependent theme and the per-episode build and judgement."""
+
+    name: ClassVar[str] = ""
+    """Family name, as in the env id ``omnigym/GUI-<name>-v0``."""
+    max_steps: ClassVar[int] = 10
+    """Step limit (the registered ``max_episode_steps``)."""
+
+    def __init__(self, width: int, height: int, theme: Theme) -> None:
+        self.width, self.height, self.theme = width, height, theme
+
+    def build(self, rng: np.random.Generator) -> Screen:
+        """A new episode's screen, drawn from ``rng``."""
+        instruction, widgets, default = self._build(
+            rng, layout.task_area(self.theme, self.width, self.height)
+        )
+        window = Window("window", Rect(0, 0, self.width, self.height), children=widgets, default=default)
+        return Screen(
+            self.width, self.height, instruction, layout.instruction_rect(self.theme, self.width), window
+        )
+
+    def outcome(self, screen: Screen) -> bool | None:
+        """True on success, False on failure, None while the episode runs."""
+        clicked = next((e.name for e in screen.events if e.kind == "click"), None)
+        return None if clicked is None else self._judge(screen, clicked)
+
+    @abstractmethod
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        """``(instruction, widgets, default button name)`` for a new episode inside ``area``."""
+
+    @abstractmethod
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        """Success once button ``clicked`` was activated (the first button activation)."""
+
+    def _button(self, name: str, label: str, x: int, y: int) -> Button:
+        w, h = layout.button_size(self.theme, label)
+        return Button(name, Rect(x, y, w, h), label)
+
+
+class ClickButton(Task):
+    """Click the button with a given label among 2-6 scattered buttons; a wrong click fails."""
+
+    name: ClassVar[str] = "ClickButton"
+    max_steps: ClassVar[int] = 5
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        count = int(rng.integers(2, 7))
+        labels = [str(label) for label in rng.choice(BUTTON_WORDS, size=count, replace=False)]
+        self.target = f"button{int(rng.integers(count))}"
+        rects = layout.scatter(rng, area, [layout.button_size(self.theme, label) for label in labels])
+        buttons: list[Widget] = [
+            Button(f"button{i}", rect, label)
+            for i, (rect, label) in enumerate(zip(rects, labels, strict=True))
+        ]
+        target_label = labels[int(self.target.removeprefix("button"))]
+        return f'Click the button "{target_label}".', buttons, None
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        return clicked == self.target
+
+
+class ClickCheckboxes(Task):
+    """Tick exactly the named boxes among 2-6, then click Submit."""
+
+    name: ClassVar[str] = "ClickCheckboxes"
+    max_steps: ClassVar[int] = 12
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        count = int(rng.integers(2, 7))
+        labels = [str(label) for label in rng.choice(WORDS, size=count, replace=False)]
+        wanted = rng.choice(count, size=int(rng.integers(0, min(count, 3) + 1)), replace=False)
+        self.wanted = {f"box{i}" for i in wanted}
+        row = layout.list_row_height(t)
+        submit_h = layout.button_size(t, "Submit")[1]
+        tops = layout.stack(rng, area, [row] * count + [submit_h], gap=t.pad // 2)
+        x = area.x + int(rng.integers(0, area.w // 3))
+        widgets: list[Widget] = [
+            Checkbox(f"box{i}", Rect(x, top, t.font_size + t.pad + t.text_width(label), row), label)
+            for i, (top, label) in enumerate(zip(tops[:count], labels, strict=True))
+        ]
+        widgets.append(self._button("submit", "Submit", x, tops[-1]))
+        chosen = [labels[i] for i in sorted(wanted)]
+        what = f"Select {_quoted(chosen)}" if chosen else "Select nothing"
+        return f"{what} and click Submit.", widgets, None
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        ticked = {w.name for w in screen.widgets if isinstance(w, Checkbox) and w.checked}
+        return clicked == "submit" and ticked == self.wanted
+
+
+class EnterText(Task):
+    """Type a given word into the text field and submit (button, or Enter in the field)."""
+
+    name: ClassVar[str] = "EnterText"
+    max_steps: ClassVar[int] = 10
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        word = str(rng.choice(WORDS + NAMES))
+        self.target = word.capitalize() if rng.random() < 0.3 else word
+        row = layout.row_height(t)
+        submit_h = layout.button_size(t, "Submit")[1]
+        top, button_top = layout.stack(rng, area, [row, submit_h], gap=t.pad)
+        width = int(area.w * rng.uniform(0.6, 0.9))
+        x = area.x + int(rng.integers(0, area.w - width + 1))
+        field = TextField("field", Rect(x, top, width, row), placeholder="Type here")
+        return (
+            f'Enter "{self.target}" in the text field and press Submit.',
+            [field, self._button("submit", "Submit", x, button_top)],
+            "submit",
+        )
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        field = screen["field"]
+        return clicked == "submit" and isinstance(field, TextField) and field.value == self.target
+
+
+class LoginUser(Task):
+    """Fill in a username and a (masked) password, then click Login."""
+
+    name: ClassVar[str] = "LoginUser"
+    max_steps: ClassVar[int] = 15
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        self.username = str(rng.choice(NAMES))
+        self.password = "".join(rng.choice(list(PASSWORD_CHARS), size=int(rng.integers(4, 9))))
+        row = layout.row_height(t)
+        login_h = layout.button_size(t, "Login")[1]
+        tops = layout.stack(rng, area, [row, row, row, row, login_h], gap=t.pad // 2)
+        x = area.x + int(rng.integers(0, area.w // 5))
+        width = min(area.w - (x - area.x), int(area.w * 0.75))
+        widgets: list[Widget] = [
+            Label("username_label", Rect(x, tops[0], t.text_width("Username"), row), "Username"),
+            TextField("username", Rect(x, tops[1], width, row), "Username"),
+            Label("password_label", Rect(x, tops[2], t.text_width("Password"), row), "Password"),
+            TextField("password", Rect(x, tops[3], width, row), "Password", password=True),
+            self._button("login", "Login", x, tops[4]),
+        ]
+        instruction = f'Log in with username "{self.username}" and password "{self.password}".'
+        return instruction, widgets, "login"
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        user, password = screen["username"], screen["password"]
+        assert isinstance(user, TextField) and isinstance(password, TextField)
+        return clicked == "login" and user.value == self.username and password.value == self.password
+
+
+FAMILIES: dict[str, type[Task]] = {
+    task.name: task for task in (ClickButton, ClickCheckboxes, EnterText, LoginUser)
+}
+"""Every family by name."""

@@ -1,0 +1,158 @@
+"""``gui_oracle``: a scripted solver of every synthetic GUI family, acting like a text agent.
+
+It reads only the ``text`` observation (the instruction and the accessibility tree, with
+``accessibility_tree=True``, the default) and writes actions in the grammar of ``actions.py``:
+it clicks the centre of the boxes the tree reports. Each action is a function of the current
+observation alone (which boxes are ticked, what the fields hold, what has focus), so the oracle
+keeps no memory and recovers from any state a task can be in. A password field reports its
+value masked, so the oracle trusts a masked value of the right length to be its own typing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from omnigym.platform.types import OBS_TEXT, Obs, PolicyStep
+from omnigym.policies.base import Policy, PolicyConfig
+
+_ELEMENT = re.compile(r'\[(\d+)\] (\w+) "((?:[^"\\]|\\.)*)" \((-?\d+), (-?\d+), (\d+), (\d+)\)(.*)')
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPE.sub(r"\1", text)
+
+
+@dataclass(frozen=True)
+class Element:
+    """One accessibility-tree line."""
+
+    role: str
+    label: str
+    center: tuple[int, int]
+    states: tuple[str, ...]
+    value: str = ""
+
+    @property
+    def focused(self) -> bool:
+        """Whether the element has keyboard focus."""
+        return "focused" in self.states
+
+
+def parse_observation(text: str) -> tuple[str, list[Element]]:
+    """The instruction and the elements of a GUI env's ``text`` observation."""
+    lines = text.splitlines()
+    instruction = lines[0].removeprefix("instruction: ") if lines else ""
+    elements = []
+    for line in lines[1:]:
+        match = _ELEMENT.fullmatch(line)
+        if match is None:
+            continue
+        _, role, label, x, y, w, h, rest = match.groups()
+        value = _QUOTED.search(rest)
+        states = tuple(_QUOTED.sub("", rest).split())
+        elements.append(
+            Element(
+                role=role,
+                label=_unescape(label),
+                center=(int(x) + int(w) // 2, int(y) + int(h) // 2),
+                states=states,
+                value=_unescape(value.group(1)) if value else "",
+            )
+        )
+    return instruction, elements
+
+
+def _click(element: Element) -> str:
+    return f"click({element.center[0]}, {element.center[1]})"
+
+
+def _find(elements: list[Element], role: str, label: str | None = None) -> Element:
+    for element in elements:
+        if element.role == role and (label is None or element.label == label):
+            return element
+    raise ValueError(f"gui_oracle: no {role} {label or ''!r} on the screen")
+
+
+def _fill(field: Element, target: str) -> str | None:
+    """The next action towards ``field`` holding ``target``; None when it does."""
+    masked = "password" in field.states
+    done = len(field.value) == len(target) if masked else field.value == target
+    if done:
+        return None
+    if not field.focused:
+        return _click(field)
+    typed_ok = len(field.value) < len(target) if masked else target.startswith(field.value)
+    if typed_ok:
+        rest = target[len(field.value) :].replace("\\", "\\\\").replace('"', '\\"')
+        return f'type("{rest}")'
+    return 'key("Backspace")'
+
+
+def solve(text: str) -> str:
+    """The oracle's next action for one ``text`` observation.
+
+    Raises:
+        ValueError: when the instruction is of no known family or the tree lacks an element.
+    """
+    instruction, elements = parse_observation(text)
+    quoted = [_unescape(q) for q in _QUOTED.findall(instruction)]
+    if instruction.startswith("Click the button"):
+        return _click(_find(elements, "button", quoted[0]))
+    if instruction.startswith("Select"):
+        wanted = set(quoted)
+        for box in (e for e in elements if e.role == "checkbox"):
+            if ("checked" in box.states) != (box.label in wanted):
+                return _click(box)
+        return _click(_find(elements, "button", "Submit"))
+    if instruction.startswith("Enter"):
+        action = _fill(_find(elements, "textbox"), quoted[0])
+        return action or _click(_find(elements, "button", "Submit"))
+    if instruction.startswith("Log in"):
+        for label, target in zip(("Username", "Password"), quoted, strict=True):
+            action = _fill(_find(elements, "textbox", label), target)
+            if action is not None:
+                return action
+        return _click(_find(elements, "button", "Login"))
+    raise ValueError(f"gui_oracle: no solver for the instruction {instruction!r}")
+
+
+@dataclass
+class GUIOracleConfig(PolicyConfig):
+    """``gui_oracle`` has no settings."""
+
+    type: str = "gui_oracle"
+
+
+class GUIOracle(Policy):
+    """Solves every synthetic GUI family from the ``text`` observation; deterministic either way."""
+
+    name: ClassVar[str] = "gui_oracle"
+    config_class: ClassVar[type[PolicyConfig]] = GUIOracleConfig
+    env_kwargs: ClassVar[dict[str, Any]] = {"accessibility_tree": True}
+
+    def __init__(
+        self, config: PolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
+    ) -> None:
+        super().__init__(config, observation_space, action_space)
+        if not isinstance(observation_space.spaces.get(OBS_TEXT), spaces.Text):
+            raise ValueError("gui_oracle reads the GUI env's 'text' observation (instruction + tree)")
+        if not isinstance(action_space, spaces.Text):
+            raise ValueError(f"gui_oracle acts in a Text action space, not {action_space}")
+
+    def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
+        """One action text per observation; ``action`` is a list of ``str``."""
+        texts: Any = obs[OBS_TEXT]
+        rows = [texts] if isinstance(texts, str) else list(np.asarray(texts, dtype=object).reshape(-1))
+        actions = [solve(str(text)) for text in rows]
+        batch = len(actions)
+        return PolicyStep(
+            action=actions, logprob=torch.zeros(batch, 1), mask=torch.ones(batch, 1, dtype=torch.bool)
+        )

@@ -1,0 +1,168 @@
+"""The GUI envs: seeded tasks, screenshots, rewards, invalid actions and latency."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from omnigym.envs.gui.env import GUIEnv
+from omnigym.envs.gui.families import FAMILIES
+from omnigym.envs.gui.oracle import parse_observation, solve
+from omnigym.envs.gui.render import Theme
+from omnigym.platform.vec_env import make_env
+
+FAMILY_NAMES = list(FAMILIES)
+SIZES = [(160, 210), (512, 512), (320, 240), (160, 160)]
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_registered_id_makes_the_family(family: str) -> None:
+    env = make_env(f"omnigym/GUI-{family}-v0")
+    assert env.unwrapped.config.task == family
+    assert env.spec is not None and env.spec.max_episode_steps == FAMILIES[family].max_steps
+    env.close()
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_same_seed_same_task_and_screenshot(family: str) -> None:
+    first, second = GUIEnv(task=family), GUIEnv(task=family)
+    a, _ = first.reset(seed=11)
+    first.reset(seed=3)
+    b, _ = second.reset(seed=11)
+    c, _ = first.reset(seed=11)
+    for other in (b, c):
+        assert a["text"] == other["text"]
+        np.testing.assert_array_equal(a["image"], other["image"])
+    texts = {GUIEnv(task=family).reset(seed=seed)[0]["text"] for seed in range(10)}
+    assert len(texts) >= 5, "seeds should draw different tasks"
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_tasks_fit_the_screen_at_every_size(family: str, size: tuple[int, int]) -> None:
+    width, height = size
+    env = GUIEnv(task=family, width=width, height=height, obs_keys=("text",))
+    theme = Theme(width, height)
+    for seed in range(30):
+        obs, _ = env.reset(seed=seed)
+        assert env.observation_space.contains(obs)
+        instruction, _ = parse_observation(obs["text"])
+        lines = theme.wrap(instruction, width - 2 * theme.pad)
+        assert theme.pad + len(lines) * theme.line_height <= theme.instruction_height, instruction
+        assert env.screen is not None
+        boxes = [w.rect for w in env.screen.widgets[1:]]
+        for rect in boxes:
+            assert rect.x >= 0 and rect.y >= theme.instruction_height
+            assert rect.x + rect.w <= width and rect.y + rect.h <= height
+        for i, a in enumerate(boxes):  # no two widgets overlap
+            for b in boxes[i + 1 :]:
+                assert a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y or b.y + b.h <= a.y
+
+
+def test_screenshot_shows_the_state_and_render_matches_it() -> None:
+    env = GUIEnv(task="ClickCheckboxes", render_mode="rgb_array")
+    obs, _ = env.reset(seed=0)
+    assert obs["image"].shape == (210, 160, 3) and obs["image"].dtype == np.uint8
+    np.testing.assert_array_equal(env.render(), obs["image"])
+    assert env.screen is not None
+    box = next(w for w in env.screen.widgets if w.role == "checkbox")
+    after, *_ = env.step(f"click({box.rect.x + 2}, {box.rect.center[1]})")
+    changed = np.argwhere((after["image"] != obs["image"]).any(axis=-1))
+    assert len(changed) > 0, "ticking a box must change the screenshot"
+    r = box.rect
+    assert (changed[:, 0] >= r.y).all() and (changed[:, 0] < r.y + r.h).all()
+    assert (changed[:, 1] >= r.x).all() and (changed[:, 1] < r.x + r.w).all()
+
+
+def test_typed_text_is_painted() -> None:
+    env = GUIEnv(task="EnterText")
+    obs, _ = env.reset(seed=0)
+    for _ in range(2):
+        obs, *_ = env.step(solve(obs["text"]))  # focus the field, then type the word
+    field = env.screen["field"] if env.screen else None
+    assert field is not None and field.value
+    r = field.rect
+    inside = obs["image"][r.y + 3 : r.y + r.h - 3, r.x + 3 : r.x + r.w - 3]
+    assert (inside.mean(axis=-1) < 100).sum() > 10, "dark text pixels inside the field"
+
+
+def test_wrong_button_fails_and_right_button_succeeds() -> None:
+    env = GUIEnv(task="ClickButton", obs_keys=("text",))
+    obs, _ = env.reset(seed=4)
+    right = solve(obs["text"])
+    _, elements = parse_observation(obs["text"])
+    wrong = next(
+        e for e in elements if e.role == "button" and f"click({e.center[0]}, {e.center[1]})" != right
+    )
+    _, reward, terminated, truncated, info = env.step(f"click({wrong.center[0]}, {wrong.center[1]})")
+    assert (reward, terminated, truncated, info["is_success"]) == (-1.0, True, False, False)
+    env.reset(seed=4)
+    _, reward, terminated, _, info = env.step(right)
+    assert (reward, terminated, info["is_success"], info["action_valid"]) == (1.0, True, True, True)
+
+
+@pytest.mark.parametrize(
+    "action",
+    ["", "click(1)", "hello", "click(-1, 5)", "click(160, 5)", "drag(1, 1, 1, 999)", "😀" * 10_000, None, 7],
+)
+def test_invalid_actions_are_penalised_never_raised(action: object) -> None:
+    env = GUIEnv(task="ClickButton", invalid_action_penalty=-0.25)
+    obs, _ = env.reset(seed=0)
+    after, reward, terminated, truncated, info = env.step(action)  # type: ignore[arg-type]
+    assert info["action_valid"] is False and info["action_error"]
+    assert (reward, terminated, truncated) == (-0.25, False, False)
+    assert after["text"] == obs["text"]
+    np.testing.assert_array_equal(after["image"], obs["image"])
+
+
+def test_off_screen_points_are_invalid_not_clipped() -> None:
+    env = GUIEnv(task="ClickButton", obs_keys=("text",))
+    env.reset(seed=0)
+    _, _, _, _, info = env.step("click(159, 209)")
+    assert info["action_valid"]
+    _, _, _, _, info = env.step("click(159, 210)")
+    assert not info["action_valid"] and "off the 160x210 screen" in info["action_error"]
+
+
+def test_latency_sleeps_and_never_changes_observations() -> None:
+    plain = GUIEnv(task="LoginUser")
+    slow = GUIEnv(task="LoginUser", latency=(0.01, 0.03))
+    a, _ = plain.reset(seed=2)
+    b, _ = slow.reset(seed=2)
+    start = time.perf_counter()
+    delays = []
+    for _ in range(5):
+        action = solve(a["text"])
+        a, *_ = plain.step(action)
+        b, _, _, _, info = slow.step(action)
+        delays.append(info["latency_s"])
+        assert a["text"] == b["text"]
+        np.testing.assert_array_equal(a["image"], b["image"])
+    assert time.perf_counter() - start >= sum(delays)
+    assert all(0.01 <= d <= 0.03 for d in delays) and len(set(delays)) > 1
+    slow.reset(seed=2)
+    again = [slow.step('key("Tab")')[4]["latency_s"] for _ in range(5)]
+    assert again == delays, "delays are drawn from the seed"
+    fixed = GUIEnv(task="ClickButton", latency=0.02)
+    fixed.reset(seed=0)
+    assert fixed.step('key("Tab")')[4]["latency_s"] == 0.02
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"task": "Nope"}, {"obs_keys": ("state",)}, {"obs_keys": ()}, {"latency": -1.0}, {"latency": (0.2, 0.1)},
+     {"width": 10}, {"height": 159}],
+)  # fmt: skip
+def test_bad_options_raise(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        GUIEnv(**kwargs)
+
+
+def test_text_only_env_paints_nothing() -> None:
+    env = GUIEnv(task="EnterText", obs_keys=("text",))
+    obs, _ = env.reset(seed=0)
+    assert set(obs) == {"text"}
+    env.step(solve(obs["text"]))
+    assert env.renderer._cached is None
