@@ -33,6 +33,7 @@ from functools import lru_cache
 
 import cv2
 import numpy as np
+from numba import njit
 
 from omnigym.envs.driving.scene import (
     EGO_LENGTH,
@@ -259,7 +260,7 @@ class BevRenderer:
     def box_polygons(
         self, ego_pose: np.ndarray, pose: np.ndarray, size: np.ndarray, show: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Fixed-point pixel polygons of boxes, for ``cv2.fillPoly(..., shift=4)``.
+        """Fixed-point pixel polygons of the boxes in view, for ``cv2.fillPoly(..., shift=4)``.
 
         Args:
             ego_pose: ``[N, 3]``.
@@ -268,15 +269,26 @@ class BevRenderer:
             show: ``[N, B]`` bool, boxes to draw.
 
         Returns:
-            ``[N, B, 4, 2]`` int32 polygons, with hidden and out-of-view boxes parked off the image,
-            and ``[N]`` bool, whether an env has any box to draw.
+            ``[N, B, 4, 2]`` int32 polygons and ``[N]`` counts: env ``n``'s boxes to draw (shown and
+            in view) are ``polygons[n, :count[n]]``, corners front-left, front-right, rear-right,
+            rear-left; the rest are parked off the image.
         """
-        pixels = self.view_pixels(ego_pose, box_corners(np.asarray(pose, np.float64), np.asarray(size)))
-        limit = self.config.size
-        in_view = np.all(pixels.max(axis=-2) >= -1, axis=-1) & np.all(pixels.min(axis=-2) <= limit, axis=-1)
-        show = np.asarray(show, bool) & in_view
-        fixed = np.where(show[..., None, None], np.round(pixels * (1 << _SHIFT)), _PARKED).astype(np.int32)
-        return fixed, np.asarray(show.any(axis=1))
+        pose = np.asarray(pose, np.float64)
+        polygons = np.full((*pose.shape[:2], 4, 2), _PARKED, np.int32)
+        count = np.zeros(len(pose), np.int64)
+        _box_polygons(
+            np.asarray(ego_pose, np.float64),
+            pose,
+            np.broadcast_to(np.asarray(size, np.float64), (*pose.shape[:2], 2)),
+            np.broadcast_to(np.asarray(show, bool), pose.shape[:2]),
+            self._centre[0],
+            self._centre[1],
+            self.config.resolution,
+            self.config.size,
+            polygons,
+            count,
+        )
+        return polygons, count
 
     def _layers(
         self,
@@ -288,7 +300,7 @@ class BevRenderer:
         light_size: np.ndarray,
         light_state: np.ndarray,
     ) -> list[tuple[np.ndarray, np.ndarray, int]]:
-        """``(polygons, any, value)`` per box layer, in drawing order: yellow, red lights, agents."""
+        """``(polygons, count, value)`` per box layer, in drawing order: yellow, red lights, agents."""
         grey = self.config.channels == 1
         state = np.asarray(light_state)
         layers = []
@@ -355,7 +367,7 @@ class BevRenderer:
             cv2.warpAffine(map_image.image, matrices[i], (size, size), dst=out[i], flags=flags)
             for polygons, present, value in layers:
                 if present[i]:
-                    cv2.fillPoly(canvas[i], polygons[i], value, cv2.LINE_8, _SHIFT)
+                    cv2.fillPoly(canvas[i], list(polygons[i, : present[i]]), value, cv2.LINE_8, _SHIFT)
         rows, cols = self._ego_pixels
         if self.config.channels == 1:
             out[:, rows, cols, 0] = GREY["ego"]
@@ -371,6 +383,47 @@ class BevRenderer:
         canvas = self._scratch[:num_envs]
         canvas.fill(0)
         return canvas
+
+
+@njit(cache=True)
+def _box_polygons(
+    ego_pose: np.ndarray,
+    pose: np.ndarray,
+    size: np.ndarray,
+    show: np.ndarray,
+    centre_col: float,
+    centre_row: float,
+    resolution: float,
+    limit: int,
+    polygons: np.ndarray,
+    count: np.ndarray,
+) -> None:
+    """:meth:`BevRenderer.box_polygons`: corners in each ego's view, kept when the box is in view."""
+    corner = np.empty((4, 2))
+    for n in range(len(pose)):
+        cos_e, sin_e = np.cos(ego_pose[n, 2]), np.sin(ego_pose[n, 2])
+        for b in range(pose.shape[1]):
+            if not show[n, b]:
+                continue
+            cos, sin = np.cos(pose[n, b, 2]), np.sin(pose[n, b, 2])
+            half_l, half_w = size[n, b, 0] / 2, size[n, b, 1] / 2
+            for k, (sign_l, sign_w) in enumerate(((1.0, 1.0), (1.0, -1.0), (-1.0, -1.0), (-1.0, 1.0))):
+                x = pose[n, b, 0] + sign_l * half_l * cos - sign_w * half_w * sin - ego_pose[n, 0]
+                y = pose[n, b, 1] + sign_l * half_l * sin + sign_w * half_w * cos - ego_pose[n, 1]
+                forward, left = x * cos_e + y * sin_e, y * cos_e - x * sin_e
+                corner[k, 0] = centre_col - left / resolution
+                corner[k, 1] = centre_row - forward / resolution
+            in_view = (
+                corner[:, 0].max() >= -1
+                and corner[:, 1].max() >= -1
+                and corner[:, 0].min() <= limit
+                and corner[:, 1].min() <= limit
+            )
+            if in_view:
+                for k in range(4):
+                    polygons[n, count[n], k, 0] = np.rint(corner[k, 0] * (1 << _SHIFT))
+                    polygons[n, count[n], k, 1] = np.rint(corner[k, 1] * (1 << _SHIFT))
+                count[n] += 1
 
 
 # --- frames for humans ---------------------------------------------------------------------------
@@ -455,10 +508,10 @@ def render_rgb(
             ego, light_pose[None], light_size[None], state[None] == light
         )
         if present[0]:
-            cv2.fillPoly(frame, list(polygons[0]), colour, cv2.LINE_AA, _SHIFT)
+            cv2.fillPoly(frame, list(polygons[0, : present[0]]), colour, cv2.LINE_AA, _SHIFT)
     polygons, present = renderer.box_polygons(ego, agent_pose[None], agent_size[None], agent_valid[None])
     if present[0]:
-        _draw_boxes(frame, polygons[0], _AGENT_RGB)
+        _draw_boxes(frame, polygons[0, : present[0]], _AGENT_RGB)
     ego_size = np.array([[renderer.ego_size]])
     ego_box = renderer.box_polygons(ego, ego[None], ego_size, np.ones((1, 1), bool))[0]
     _draw_boxes(frame, ego_box[0], _EGO_RGB)
