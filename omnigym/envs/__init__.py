@@ -69,6 +69,9 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     _gui("ClickCheckboxes", max_episode_steps=12),
     _gui("EnterText", max_episode_steps=10),
     _gui("LoginUser", max_episode_steps=15),
+    _gui("SelectOption", max_episode_steps=8),
+    _gui("UseSlider", max_episode_steps=10),
+    _gui("CloseDialog", max_episode_steps=6),
 ]
 
 

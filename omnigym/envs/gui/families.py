@@ -15,7 +15,21 @@ import numpy as np
 from omnigym.envs.gui import layout
 from omnigym.envs.gui.render import Theme
 from omnigym.envs.gui.screen import Screen
-from omnigym.envs.gui.widgets import Button, Checkbox, Label, Rect, TextField, Widget, Window
+from omnigym.envs.gui.widgets import (
+    Button,
+    Checkbox,
+    CloseButton,
+    Dialog,
+    Dropdown,
+    Label,
+    Layer,
+    RadioButton,
+    Rect,
+    Slider,
+    TextField,
+    Widget,
+    Window,
+)
 
 BUTTON_WORDS = (
     "OK", "Submit", "Cancel", "Yes", "No", "Next", "Back", "Save", "Delete", "Open", "Close",
@@ -31,6 +45,13 @@ NAMES = (
     "mallory", "niaj", "olivia", "peggy", "rupert", "sybil", "trent", "victor", "walter", "zoe",
 )  # fmt: skip
 PASSWORD_CHARS = "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+DROPDOWN_LABELS = ("Choice", "Option", "Item", "Pick one", "Category")
+DIALOG_TITLES = ("Notice", "Alert", "Info", "Warning", "Message")
+DIALOG_MESSAGES = (
+    "File saved.", "Welcome back!", "New update.", "Session ended.", "Link copied.", "Done!",
+    "Changes applied.", "Item deleted.", "Draft stored.",
+)  # fmt: skip
+DIALOG_BUTTONS = ("OK", "Close", "Cancel", "Dismiss")
 
 
 def _quoted(labels: list[str]) -> str:
@@ -49,14 +70,19 @@ class Task(ABC):
         self.width, self.height, self.theme = width, height, theme
 
     def build(self, rng: np.random.Generator) -> Screen:
-        """A new episode's screen, drawn from ``rng``."""
+        """A new episode's screen, drawn from ``rng``.
+
+        The :class:`~omnigym.envs.gui.widgets.Layer` s among the built widgets (a dialog) open
+        over the window, in their order; the rest are the window's children.
+        """
         instruction, widgets, default = self._build(
             rng, layout.task_area(self.theme, self.width, self.height)
         )
-        window = Window("window", Rect(0, 0, self.width, self.height), children=widgets, default=default)
-        return Screen(
-            self.width, self.height, instruction, layout.instruction_rect(self.theme, self.width), window
-        )
+        layers = [widget for widget in widgets if isinstance(widget, Layer)]
+        children = [widget for widget in widgets if not isinstance(widget, Layer)]
+        window = Window("window", Rect(0, 0, self.width, self.height), children=children, default=default)
+        bar = layout.instruction_rect(self.theme, self.width)
+        return Screen(self.width, self.height, instruction, bar, window, layers)
 
     def outcome(self, screen: Screen) -> bool | None:
         """True on success, False on failure, None while the episode runs."""
@@ -186,7 +212,134 @@ class LoginUser(Task):
         return clicked == "login" and user.value == self.username and password.value == self.password
 
 
+class SelectOption(Task):
+    """Choose the named option of a dropdown or of a radio group (3-5 options), then click Submit.
+
+    Half the episodes draw a dropdown (its list opens on click), half a radio group; a third
+    start with some option already chosen (possibly the target).
+    """
+
+    name: ClassVar[str] = "SelectOption"
+    max_steps: ClassVar[int] = 8
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        count = int(rng.integers(3, 6))
+        options = [str(option) for option in rng.choice(WORDS, size=count, replace=False)]
+        self.target = options[int(rng.integers(count))]
+        initial = int(rng.integers(count)) if rng.random() < 1 / 3 else None
+        submit_h = layout.button_size(t, "Submit")[1]
+        x = area.x + int(rng.integers(0, area.w // 3))
+        widgets: list[Widget]
+        if rng.random() < 0.5:
+            row = layout.list_row_height(t)
+            tops = layout.stack(rng, area, [row] * count + [submit_h], gap=t.pad // 2)
+            widgets = [
+                RadioButton(
+                    f"radio{i}", Rect(x, top, t.font_size + t.pad + t.text_width(label), row), label,
+                    group="choice", checked=i == initial,
+                )
+                for i, (top, label) in enumerate(zip(tops[:count], options, strict=True))
+            ]  # fmt: skip
+        else:
+            row, label = layout.row_height(t), str(rng.choice(DROPDOWN_LABELS))
+            tops = layout.stack(rng, area, [row, row, submit_h], gap=t.pad // 2)
+            text_w = max(t.text_width(option) for option in [*options, "Select..."])
+            width = min(area.x + area.w - x, max(text_w + t.font_size + 3 * t.pad, area.w // 2))
+            widgets = [
+                Label("label", Rect(x, tops[0], t.text_width(label), row), label),
+                Dropdown(
+                    "dropdown", Rect(x, tops[1], width, row), label, options=options, selected=initial,
+                    option_height=layout.list_row_height(t),
+                ),
+            ]  # fmt: skip
+        widgets.append(self._button("submit", "Submit", x, tops[-1]))
+        return f'Choose "{self.target}" and click Submit.', widgets, None
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        chosen = [
+            widget.value if isinstance(widget, Dropdown) else widget.label
+            for widget in screen.window.walk()
+            if isinstance(widget, Dropdown) or (isinstance(widget, RadioButton) and widget.checked)
+        ]
+        return clicked == "submit" and chosen == [self.target]
+
+
+class UseSlider(Task):
+    """Set a slider (range 0-10, 20, 50 or 100) to a named value, then click Submit."""
+
+    name: ClassVar[str] = "UseSlider"
+    max_steps: ClassVar[int] = 10
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        maximum = int(rng.choice((10, 20, 50, 100)))
+        start = int(rng.integers(0, maximum + 1))
+        self.target = (start + int(rng.integers(1, maximum + 1))) % (maximum + 1)
+        submit_h = layout.button_size(t, "Submit")[1]
+        slider_h = layout.slider_height(t)
+        top, button_top = layout.stack(rng, area, [slider_h, submit_h], gap=t.pad)
+        # keep a pad either side: the thumb is painted centred on the end columns
+        inner = area.w - 2 * t.pad
+        width = int(inner * rng.uniform(0.6, 1.0))
+        x = area.x + t.pad + int(rng.integers(0, inner - width + 1))
+        slider = Slider("slider", Rect(x, top, width, slider_h), "Value", maximum=maximum, value=start)
+        widgets: list[Widget] = [slider, self._button("submit", "Submit", area.x, button_top)]
+        return f"Set the slider to {self.target} and click Submit.", widgets, None
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        slider = screen["slider"]
+        return clicked == "submit" and isinstance(slider, Slider) and slider.value == self.target
+
+
+class CloseDialog(Task):
+    """Close a modal dialog (it blocks the page), then click the named one of 2-4 page buttons."""
+
+    name: ClassVar[str] = "CloseDialog"
+    max_steps: ClassVar[int] = 6
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        count = int(rng.integers(2, 5))
+        page_words = [word for word in BUTTON_WORDS if word not in DIALOG_BUTTONS]
+        labels = [str(label) for label in rng.choice(page_words, size=count, replace=False)]
+        self.target = f"button{int(rng.integers(count))}"
+        rects = layout.scatter(rng, area, [layout.button_size(t, label) for label in labels])
+        widgets: list[Widget] = [
+            Button(f"button{i}", rect, label)
+            for i, (rect, label) in enumerate(zip(rects, labels, strict=True))
+        ]
+        widgets.append(self._dialog(rng, area))
+        target_label = labels[int(self.target.removeprefix("button"))]
+        return f'Close the dialog, then click "{target_label}".', widgets, None
+
+    def _dialog(self, rng: np.random.Generator, area: Rect) -> Dialog:
+        """A dialog with a title, a one-line message and a close button, somewhere over the page."""
+        t = self.theme
+        width = int(area.w * rng.uniform(0.7, 0.95))
+        fitting = [m for m in DIALOG_MESSAGES if t.text_width(m) <= width - 2 * t.pad]
+        message = str(rng.choice(fitting))
+        button_label = str(rng.choice(DIALOG_BUTTONS))
+        bw, bh = layout.button_size(t, button_label)
+        bar, line = t.line_height + t.pad, layout.list_row_height(t)
+        height = bar + t.pad + line + t.pad + bh + t.pad
+        x = area.x + int(rng.integers(0, area.w - width + 1))
+        y = area.y + int(rng.integers(0, area.h - height + 1))
+        dialog = Dialog("dialog", Rect(x, y, width, height), str(rng.choice(DIALOG_TITLES)))
+        text = Label("message", Rect(x + t.pad, y + bar + t.pad, t.text_width(message), line), message)
+        close = CloseButton(
+            "close", Rect(x + width - bw - t.pad, y + height - bh - t.pad, bw, bh), button_label
+        )
+        close.dialog = dialog
+        dialog.children = [text, close]
+        return dialog
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        return clicked == self.target
+
+
 FAMILIES: dict[str, type[Task]] = {
-    task.name: task for task in (ClickButton, ClickCheckboxes, EnterText, LoginUser)
+    task.name: task
+    for task in (ClickButton, ClickCheckboxes, EnterText, LoginUser, SelectOption, UseSlider, CloseDialog)
 }
 """Every family by name."""

@@ -38,6 +38,11 @@ def list_row_height(theme: Theme) -> int:
     return theme.line_height + theme.pad
 
 
+def slider_height(theme: Theme) -> int:
+    """Height of a slider: the thumb (one line) above a line for the value."""
+    return 2 * theme.line_height
+
+
 def scatter(rng: np.random.Generator, area: Rect, sizes: list[tuple[int, int]]) -> list[Rect]:
     """Non-overlapping rectangles of ``sizes`` at random places in ``area``.
 

@@ -39,6 +39,8 @@ class Element:
     center: tuple[int, int]
     states: tuple[str, ...]
     value: str = ""
+    box: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """``(x, y, w, h)`` as the tree reports it."""
 
     @property
     def focused(self) -> bool:
@@ -65,6 +67,7 @@ def parse_observation(text: str) -> tuple[str, list[Element]]:
                 center=(int(x) + int(w) // 2, int(y) + int(h) // 2),
                 states=states,
                 value=_unescape(value.group(1)) if value else "",
+                box=(int(x), int(y), int(w), int(h)),
             )
         )
     return instruction, elements
@@ -96,6 +99,50 @@ def _fill(field: Element, target: str) -> str | None:
     return 'key("Backspace")'
 
 
+def _attribute(element: Element, name: str) -> int:
+    """The integer of a ``name=...`` state (a slider's ``min``/``max``)."""
+    return int(next(s for s in element.states if s.startswith(f"{name}=")).removeprefix(f"{name}="))
+
+
+def _select(elements: list[Element], target: str) -> str:
+    """The next action towards option ``target`` of the radio group or dropdown, then Submit."""
+    radios = [e for e in elements if e.role == "radio"]
+    if radios:
+        radio = _find(elements, "radio", target)
+        if "checked" not in radio.states:
+            return _click(radio)
+    else:
+        options = [e for e in elements if e.role == "option"]
+        if options:  # the list is open: pick the target
+            return _click(_find(options, "option", target))
+        dropdown = _find(elements, "combobox")
+        if dropdown.value != target:
+            return _click(dropdown)  # opens the list
+    return _click(_find(elements, "button", "Submit"))
+
+
+def _slide(elements: list[Element], target: int) -> str:
+    """Drag the slider's thumb to the target's column, fix the rest with arrow keys, submit."""
+    slider = _find(elements, "slider")
+    value, low, high = int(slider.value), _attribute(slider, "min"), _attribute(slider, "max")
+    if value == target:
+        return _click(_find(elements, "button", "Submit"))
+    x, _, w, _ = slider.box
+    if slider.focused and abs(target - value) <= 3:
+        return 'key("ArrowRight")' if target > value else 'key("ArrowLeft")'
+    y = slider.center[1]
+    start, end = (x + round((v - low) / (high - low) * (w - 1)) for v in (value, target))
+    return f"drag({start}, {y}, {end}, {y})"
+
+
+def _close_dialog(elements: list[Element], label: str) -> str:
+    """Click the open dialog's button (the first button after it in the tree), then the target."""
+    dialogs = [i for i, e in enumerate(elements) if e.role == "dialog"]
+    if dialogs:
+        return _click(_find(elements[dialogs[-1] :], "button"))
+    return _click(_find(elements, "button", label))
+
+
 def solve(text: str) -> str:
     """The oracle's next action for one ``text`` observation.
 
@@ -121,6 +168,12 @@ def solve(text: str) -> str:
             if action is not None:
                 return action
         return _click(_find(elements, "button", "Login"))
+    if instruction.startswith("Choose"):
+        return _select(elements, quoted[0])
+    if instruction.startswith("Set the slider to"):
+        return _slide(elements, int(instruction.removeprefix("Set the slider to").split()[0]))
+    if instruction.startswith("Close the dialog"):
+        return _close_dialog(elements, quoted[0])
     raise ValueError(f"gui_oracle: no solver for the instruction {instruction!r}")
 
 

@@ -15,7 +15,21 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from omnigym.envs.gui.screen import Screen
-from omnigym.envs.gui.widgets import Button, Checkbox, Label, TextField, Widget, Window
+from omnigym.envs.gui.widgets import (
+    Button,
+    Checkbox,
+    CloseButton,
+    Dialog,
+    Dropdown,
+    Label,
+    Option,
+    OptionList,
+    RadioButton,
+    Slider,
+    TextField,
+    Widget,
+    Window,
+)
 
 FONT_PATHS = (
     Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"),
@@ -32,6 +46,12 @@ MUTED = (140, 140, 140)
 BORDER = (110, 110, 110)
 FOCUS = (30, 100, 230)
 BUTTON_BG = (225, 225, 225)
+SELECTED_BG = (200, 220, 255)
+TRACK = (190, 190, 190)
+TITLE_BG = (70, 110, 180)
+TITLE_TEXT = (255, 255, 255)
+BACKDROP_ALPHA = 0.35
+"""How much a modal dialog's backdrop darkens the page behind it."""
 
 
 @cache
@@ -84,6 +104,13 @@ class Renderer:
             Button: self._button,
             Checkbox: self._checkbox,
             TextField: self._text_field,
+            RadioButton: self._radio,
+            Dropdown: self._dropdown,
+            OptionList: self._option_list,
+            Option: self._option,
+            Slider: self._slider,
+            Dialog: self._dialog,
+            CloseButton: self._button,
         }
         self._cached: tuple[int, int, np.ndarray] | None = None  # (screen serial, version, frame)
 
@@ -98,9 +125,17 @@ class Renderer:
         image = Image.new("RGB", (screen.width, screen.height), BACKGROUND)
         draw = ImageDraw.Draw(image)
         self._instruction(draw, screen)
-        for widget in screen.widgets:
-            self._painters[type(widget)](draw, widget, widget is screen.focus)
+        self._widgets(draw, screen, list(screen.window.walk()))
+        for layer in screen.layers:
+            if layer.modal:  # darken the page behind a modal dialog
+                image = Image.blend(image, Image.new("RGB", image.size, TEXT), BACKDROP_ALPHA)
+                draw = ImageDraw.Draw(image)
+            self._widgets(draw, screen, list(layer.walk()))
         return np.asarray(image, dtype=np.uint8)
+
+    def _widgets(self, draw: ImageDraw.ImageDraw, screen: Screen, widgets: list[Widget]) -> None:
+        for widget in widgets:
+            self._painters[type(widget)](draw, widget, widget is screen.focus)
 
     def _instruction(self, draw: ImageDraw.ImageDraw, screen: Screen) -> None:
         r, t = screen.instruction_rect, self.theme
@@ -166,3 +201,68 @@ class Renderer:
         if focused:
             top, bottom = widget.rect.y + t.pad, widget.rect.y + widget.rect.h - t.pad - 1
             draw.line([(x + 1, top), (x + 1, bottom)], fill=TEXT, width=t.border)
+
+    def _radio(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        assert isinstance(widget, RadioButton)
+        r, t = widget.rect, self.theme
+        side = t.font_size
+        x0, y0 = r.x, r.y + (r.h - side) // 2
+        outline = FOCUS if focused else BORDER
+        draw.ellipse((x0, y0, x0 + side - 1, y0 + side - 1), fill=BACKGROUND, outline=outline, width=t.border)
+        if widget.checked:
+            inset = max(2, side // 4)
+            draw.ellipse((x0 + inset, y0 + inset, x0 + side - 1 - inset, y0 + side - 1 - inset), fill=TEXT)
+        self._text_left(draw, x0 + side + t.pad, widget, widget.label, TEXT)
+
+    def _dropdown(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        assert isinstance(widget, Dropdown)
+        r, t = widget.rect, self.theme
+        self._box(draw, widget, BACKGROUND, focused)
+        text, fill = (widget.value, TEXT) if widget.selected is not None else (widget.placeholder, MUTED)
+        self._text_left(draw, r.x + t.pad, widget, text, fill)
+        # a downward (upward when open) triangle at the right end
+        side = t.font_size // 2 + 1
+        cx, cy = r.x + r.w - t.pad - side // 2 - 1, r.y + r.h // 2
+        half = side // 2
+        tip, base = (cy + half // 2 + 1, cy - half // 2 - 1)
+        if widget.popup is not None:
+            tip, base = base, tip
+        draw.polygon([(cx - half, base), (cx + half, base), (cx, tip)], fill=TEXT)
+
+    def _option_list(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        self._box(draw, widget, BACKGROUND, False)
+
+    def _option(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        assert isinstance(widget, Option)
+        r, t = widget.rect, self.theme
+        if widget.states():
+            inset = t.border
+            draw.rectangle((r.x + inset, r.y, r.x + r.w - 1 - inset, r.y + r.h - 1), fill=SELECTED_BG)
+        self._text_left(draw, r.x + t.pad, widget, widget.label, TEXT)
+
+    def _slider(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        """A track across the top half, the thumb at the value and the value written under it."""
+        assert isinstance(widget, Slider)
+        r, t = widget.rect, self.theme
+        thumb_h = r.h - t.line_height
+        cy = r.y + thumb_h // 2
+        draw.rectangle((r.x, cy - t.border, r.x + r.w - 1, cy + t.border), fill=TRACK)
+        x = widget.x_of(widget.value)
+        half = max(2, t.pad - 1)
+        outline = FOCUS if focused else BORDER
+        draw.rectangle(
+            (x - half, r.y, x + half, r.y + thumb_h - 1), fill=BUTTON_BG, outline=outline, width=t.border
+        )
+        text = str(widget.value)
+        tx = min(max(x, r.x + t.text_width(text) / 2), r.x + r.w - t.text_width(text) / 2)
+        draw.text((tx, r.y + thumb_h + t.line_height / 2), text, fill=TEXT, font=t.font, anchor="mm")
+
+    def _dialog(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        """A bordered box with a coloured title bar one line high."""
+        r, t = widget.rect, self.theme
+        self._box(draw, widget, BACKGROUND, False)
+        bar = t.line_height + t.pad
+        draw.rectangle(
+            (r.x, r.y, r.x + r.w - 1, r.y + bar - 1), fill=TITLE_BG, outline=BORDER, width=t.border
+        )
+        draw.text((r.x + t.pad, r.y + bar / 2), widget.label, fill=TITLE_TEXT, font=t.font, anchor="lm")

@@ -1,4 +1,4 @@
-"""The screen: a widget tree with focus, dispatching :class:`GUIAction` s to widgets.
+"""The screen: a widget tree with focus and layers, dispatching :class:`GUIAction` s to widgets.
 
 The screen is the simulator's whole state. It knows no task: a task builds its widgets, then
 reads the screen's widgets and :class:`~omnigym.envs.gui.widgets.Event` log to judge success.
@@ -7,32 +7,46 @@ reads the screen's widgets and :class:`~omnigym.envs.gui.widgets.Event` log to j
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from omnigym.envs.gui.actions import GUIAction
-from omnigym.envs.gui.widgets import Button, Event, Rect, Widget, Window
+from omnigym.envs.gui.widgets import Button, Event, Layer, Rect, Widget, Window
 
 _SERIALS = itertools.count()
 
 
 class Screen:
-    """A ``width`` x ``height`` screen: an instruction bar at the top and one window below it.
+    """A ``width`` x ``height`` screen: an instruction bar, one window, and layers over it.
+
+    ``widgets`` lists the window's widgets, then each open layer's (a dropdown's list, a modal
+    dialog), in paint order: the last is on top. While a layer is open, pointer actions reach
+    only the topmost layer (see :class:`~omnigym.envs.gui.widgets.Layer`).
 
     Args:
         width, height: screen size in pixels.
         instruction: the task's instruction, painted in the bar and given in ``text``.
         instruction_rect: where the instruction bar is painted.
         window: the root of the widget tree.
+        layers: layers open from the start (a dialog), bottom first.
     """
 
     def __init__(
-        self, width: int, height: int, instruction: str, instruction_rect: Rect, window: Window
+        self,
+        width: int,
+        height: int,
+        instruction: str,
+        instruction_rect: Rect,
+        window: Window,
+        layers: Sequence[Layer] = (),
     ) -> None:
         self.width, self.height = width, height
         self.instruction = instruction
         self.instruction_rect = instruction_rect
         self.window = window
-        self.widgets: list[Widget] = list(window.walk())
-        self._by_name = {widget.name: widget for widget in self.widgets}
+        self.layers: list[Layer] = list(layers)
+        self.widgets: list[Widget] = []
+        self._by_name: dict[str, Widget] = {}
+        self._refresh()
         self.focus: Widget | None = None
         self.events: list[Event] = []
         self.serial = next(_SERIALS)
@@ -47,6 +61,28 @@ class Screen:
         """Whether ``(x, y)`` is a pixel of the screen."""
         return 0 <= x < self.width and 0 <= y < self.height
 
+    def _refresh(self) -> None:
+        """Recompute ``widgets`` after the layers changed."""
+        self.widgets = [*self.window.walk(), *(w for layer in self.layers for w in layer.walk())]
+        self._by_name.update((widget.name, widget) for widget in self.widgets)
+
+    def open_layer(self, layer: Layer) -> None:
+        """Open ``layer`` on top of everything."""
+        self.layers.append(layer)
+        self._refresh()
+
+    def close_layer(self, layer: Layer) -> None:
+        """Close ``layer``; focus inside it is cleared."""
+        if layer in self.layers:
+            if self.focus is not None and self.focus in list(layer.walk()):
+                self.focus = None
+            self.layers.remove(layer)
+            self._refresh()
+
+    def _scope(self) -> list[Widget]:
+        """The widgets pointer and focus actions can reach: the topmost layer's, else the window's."""
+        return list(self.layers[-1].walk()) if self.layers else list(self.window.walk())
+
     def emit(self, event: Event) -> None:
         """Record what a widget did."""
         self.events.append(event)
@@ -59,8 +95,11 @@ class Screen:
                 default.click(self)
 
     def hit(self, x: int, y: int) -> Widget | None:
-        """The topmost widget under ``(x, y)`` (the last painted), or None."""
-        for widget in reversed(self.widgets):
+        """The topmost reachable widget under ``(x, y)`` (the last painted), or None.
+
+        With a layer open, only its widgets are reachable.
+        """
+        for widget in reversed(self._scope()):
             if widget.rect.contains(x, y):
                 return widget
         return None
@@ -68,36 +107,53 @@ class Screen:
     def apply(self, action: GUIAction) -> None:
         """Carry out ``action`` (its points must be on the screen).
 
-        ``scroll`` and ``drag`` reach widgets that scroll or drag; none of the current families
-        has one, so there they change nothing.
+        ``drag`` moves a slider; ``scroll`` reaches widgets that scroll, of which there are none
+        yet, so it changes nothing.
         """
         self.version += 1
         if action.kind in ("click", "double_click"):
             for _ in range(2 if action.kind == "double_click" else 1):
-                self._click(action.x, action.y)
+                self._press(action.x, action.y, action.x, action.y)
+        elif action.kind == "drag":
+            self._press(action.x, action.y, action.x2, action.y2)
         elif action.kind == "type":
             if self.focus is not None:
                 self.focus.type_text(action.text, self)
         elif action.kind == "key":
             self._key(action.text)
 
-    def _click(self, x: int, y: int) -> None:
-        """Focus what is under the pointer (or clear focus), then activate it."""
+    def _press(self, x: int, y: int, x2: int, y2: int) -> None:
+        """Press at ``(x, y)`` and release at ``(x2, y2)``: a click when the points are equal.
+
+        The pressed widget takes focus (or focus is cleared) and is activated when released on
+        it, then told where the pointer was released. Outside an open layer, a modal layer
+        blocks the press; any other closes and swallows it.
+        """
         target = self.hit(x, y)
+        if target is None and self.layers:
+            if not self.layers[-1].modal:
+                self.layers[-1].dismiss(self)
+            return
         self.focus = target if target is not None and target.focusable else None
         if target is not None:
-            target.click(self)
+            if target.rect.contains(x2, y2):
+                target.click(self)
+            target.drag(x2, y2, self)
 
     def _key(self, key: str) -> None:
-        """``Tab``/``Shift+Tab`` move focus; other keys go to the focused widget."""
-        if key in ("Tab", "Shift+Tab"):
+        """``Tab``/``Shift+Tab`` move focus, ``Escape`` closes the topmost layer; others go to focus."""
+        if key == "Escape" and self.layers:
+            self.layers[-1].dismiss(self)
+        elif key in ("Tab", "Shift+Tab"):
+            if self.layers and not self.layers[-1].modal:
+                self.layers[-1].dismiss(self)
             self._move_focus(1 if key == "Tab" else -1)
         elif self.focus is not None:
             self.focus.key(key, self)
 
     def _move_focus(self, step: int) -> None:
-        """Focus the next (``step`` 1) or previous (-1) focusable widget, wrapping around."""
-        order = [widget for widget in self.widgets if widget.focusable]
+        """Focus the next (``step`` 1) or previous (-1) reachable focusable widget, wrapping around."""
+        order = [widget for widget in self._scope() if widget.focusable]
         if not order:
             return
         if self.focus not in order:

@@ -5,6 +5,9 @@ A widget has a role (its accessibility role), a label, a rectangle in screen pix
 widget and activates it (a button fires, a checkbox toggles, a text field takes the caret);
 ``Space``/``Enter`` on a focused button fire it, ``Space`` toggles a focused checkbox, typing
 edits the focused text field and ``Enter`` in a text field submits its window's default button.
+Radio buttons select one option of their group; a dropdown opens a list of options (a *layer*
+over the page) on click; a slider follows a ``drag`` and the arrow keys; a modal dialog (another
+layer) blocks the page until one of its buttons, or ``Escape``, closes it.
 What a widget does is reported to the :class:`~omnigym.envs.gui.screen.Screen` as an
 :class:`Event`, which tasks read to decide success.
 """
@@ -43,7 +46,12 @@ class Rect:
 
 @dataclass(frozen=True)
 class Event:
-    """Something a widget did: ``kind`` (``click``, ``toggle``, ``submit``) on widget ``name``."""
+    """Something a widget did: an event ``kind`` on the widget ``name``.
+
+    Kinds: ``click`` (a button fired; the one kind that commits a task), ``toggle`` (a
+    checkbox), ``select`` (a radio or dropdown option chosen), ``change`` (a slider moved),
+    ``close`` (a dialog closed).
+    """
 
     kind: str
     name: str
@@ -70,6 +78,13 @@ class Widget:
 
     def type_text(self, text: str, screen: Screen) -> None:
         """Text was typed while this had focus."""
+
+    def drag(self, x: int, y: int, screen: Screen) -> None:
+        """The pointer was pressed on this widget and released at ``(x, y)`` (a no-op by default).
+
+        A click is a press and release at one point, so the screen calls this after
+        :meth:`click` too, with the click's point.
+        """
 
     def states(self) -> list[str]:
         """Extra accessibility-tree attributes such as ``checked`` or ``value="..."``."""
@@ -180,3 +195,258 @@ class Window(Widget):
         yield self
         for child in self.children:
             yield from child.walk()
+
+
+@dataclass(eq=False)
+class RadioButton(Widget):
+    """A radio button with its label to the right; selecting it deselects the rest of its ``group``.
+
+    Clicking the button or its label, or ``Space`` on it, selects it. The arrow keys move focus to
+    the next (``ArrowDown``/``ArrowRight``) or previous (``ArrowUp``/``ArrowLeft``) radio of the
+    group, wrapping around, and select it, as in HTML.
+    """
+
+    role: ClassVar[str] = "radio"
+    focusable: ClassVar[bool] = True
+    group: str = ""
+    checked: bool = False
+
+    def click(self, screen: Screen) -> None:
+        """Select this radio (and deselect its group's others)."""
+        for other in self._group(screen):
+            other.checked = other is self
+        screen.emit(Event("select", self.name))
+
+    def key(self, key: str, screen: Screen) -> None:
+        """``Space`` selects; arrow keys select and focus a neighbour in the group."""
+        if key == "Space":
+            self.click(screen)
+        elif key in ("ArrowDown", "ArrowRight", "ArrowUp", "ArrowLeft"):
+            group = self._group(screen)
+            step = 1 if key in ("ArrowDown", "ArrowRight") else -1
+            neighbour = group[(group.index(self) + step) % len(group)]
+            screen.focus = neighbour
+            neighbour.click(screen)
+
+    def _group(self, screen: Screen) -> list[RadioButton]:
+        return [w for w in screen.widgets if isinstance(w, RadioButton) and w.group == self.group]
+
+    def states(self) -> list[str]:
+        """``checked`` or ``unchecked``."""
+        return ["checked" if self.checked else "unchecked"]
+
+
+@dataclass(eq=False)
+class Layer(Widget):
+    """A container painted over the page (a dropdown's list, a dialog), topmost of the screen.
+
+    While a layer is open, clicks and drags reach only its widgets. Outside it, a ``modal`` layer
+    blocks them (nothing happens); a non-modal one closes and swallows the click, as a browser's
+    open ``<select>`` list does. ``Escape`` dismisses the topmost layer.
+    """
+
+    modal: ClassVar[bool] = False
+    children: list[Widget] = field(default_factory=list)
+
+    def dismiss(self, screen: Screen) -> None:
+        """Close this layer."""
+        screen.close_layer(self)
+
+    def walk(self) -> Iterator[Widget]:
+        """The layer, then each child's subtree."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass(eq=False)
+class OptionList(Layer):
+    """The open list of a :class:`Dropdown`: a non-modal layer of :class:`Option` rows."""
+
+    role: ClassVar[str] = "listbox"
+    dropdown: Dropdown | None = None
+
+    def dismiss(self, screen: Screen) -> None:
+        """Close the list through its dropdown."""
+        assert self.dropdown is not None
+        self.dropdown.close(screen)
+
+
+@dataclass(eq=False)
+class Option(Widget):
+    """One entry of an open dropdown's list; a click chooses it and closes the list."""
+
+    role: ClassVar[str] = "option"
+    dropdown: Dropdown | None = None
+    index: int = 0
+
+    def click(self, screen: Screen) -> None:
+        """Choose this option; focus returns to the dropdown."""
+        assert self.dropdown is not None
+        self.dropdown.choose(self.index, screen)
+        self.dropdown.close(screen)
+        screen.focus = self.dropdown
+
+    def states(self) -> list[str]:
+        """``selected`` for the dropdown's current option."""
+        assert self.dropdown is not None
+        return ["selected"] if self.dropdown.selected == self.index else []
+
+
+@dataclass(eq=False)
+class Dropdown(Widget):
+    """A ``<select>``: shows its chosen option; a click opens (or closes) the list of ``options``.
+
+    The list opens below the dropdown (above it when it would leave the screen) as an
+    :class:`OptionList` of :class:`Option` rows as tall as ``option_height``. Keyboard, with focus:
+    ``ArrowDown``/``ArrowUp`` choose the next/previous option directly, ``Home``/``End`` the
+    first/last, ``Enter``/``Space`` open or close the list, ``Escape`` closes it.
+    """
+
+    role: ClassVar[str] = "combobox"
+    focusable: ClassVar[bool] = True
+    options: list[str] = field(default_factory=list)
+    selected: int | None = None
+    """Index of the chosen option; None shows the ``placeholder``."""
+    placeholder: str = "Select..."
+    option_height: int = 16
+    popup: OptionList | None = None
+    """The open list, or None while closed."""
+
+    @property
+    def value(self) -> str:
+        """The chosen option ("" for none)."""
+        return "" if self.selected is None else self.options[self.selected]
+
+    def click(self, screen: Screen) -> None:
+        """Open the list, or close it when open."""
+        if self.popup is None:
+            self.open(screen)
+        else:
+            self.close(screen)
+
+    def key(self, key: str, screen: Screen) -> None:
+        """Arrows, ``Home``/``End`` choose; ``Enter``/``Space`` toggle the list; ``Escape`` closes."""
+        last = len(self.options) - 1
+        if key in ("ArrowDown", "ArrowUp"):
+            current = -1 if self.selected is None and key == "ArrowDown" else (self.selected or 0)
+            self.choose(min(last, max(0, current + (1 if key == "ArrowDown" else -1))), screen)
+        elif key in ("Home", "End"):
+            self.choose(0 if key == "Home" else last, screen)
+        elif key in ("Enter", "Space"):
+            self.click(screen)
+        elif key == "Escape":
+            self.close(screen)
+
+    def choose(self, index: int, screen: Screen) -> None:
+        """Make option ``index`` the chosen one."""
+        self.selected = index
+        screen.emit(Event("select", self.name))
+
+    def open(self, screen: Screen) -> None:
+        """Open the list of options over the page."""
+        r, h = self.rect, self.option_height
+        total = h * len(self.options)
+        top = r.y + r.h
+        if top + total > screen.height:
+            top = r.y - total if r.y - total >= 0 else screen.height - total
+        rows: list[Widget] = [
+            Option(f"{self.name}.option{i}", Rect(r.x, top + i * h, r.w, h), label, dropdown=self, index=i)
+            for i, label in enumerate(self.options)
+        ]
+        self.popup = OptionList(f"{self.name}.list", Rect(r.x, top, r.w, total), children=rows, dropdown=self)
+        screen.open_layer(self.popup)
+
+    def close(self, screen: Screen) -> None:
+        """Close the list (nothing when closed)."""
+        if self.popup is not None:
+            popup, self.popup = self.popup, None
+            screen.close_layer(popup)
+
+    def states(self) -> list[str]:
+        """``value="..."`` and ``expanded`` or ``collapsed``."""
+        escaped = self.value.replace("\\", "\\\\").replace('"', '\\"')
+        return [f'value="{escaped}"', "expanded" if self.popup is not None else "collapsed"]
+
+
+@dataclass(eq=False)
+class Slider(Widget):
+    """A horizontal range input over the integers ``minimum..maximum`` in steps of ``step``.
+
+    Values map linearly onto the rectangle's width: ``minimum`` at its left pixel, ``maximum``
+    at its right one. A click sets the value under the pointer; a drag that starts anywhere on
+    the slider sets the value under the release point (clamped), as a browser's range input
+    does. Keyboard: ``ArrowRight``/``ArrowUp`` add a step, ``ArrowLeft``/``ArrowDown`` remove
+    one, ``Home``/``End`` jump to the ends.
+    """
+
+    role: ClassVar[str] = "slider"
+    focusable: ClassVar[bool] = True
+    minimum: int = 0
+    maximum: int = 100
+    step: int = 1
+    value: int = 0
+
+    def x_of(self, value: int) -> int:
+        """The pixel column of ``value``."""
+        fraction = (value - self.minimum) / (self.maximum - self.minimum)
+        return self.rect.x + round(fraction * (self.rect.w - 1))
+
+    def value_at(self, x: int) -> int:
+        """The value at pixel column ``x`` (clamped to the range, rounded to a step)."""
+        fraction = min(1.0, max(0.0, (x - self.rect.x) / (self.rect.w - 1)))
+        steps = round(fraction * (self.maximum - self.minimum) / self.step)
+        return min(self.maximum, self.minimum + steps * self.step)
+
+    def set_value(self, value: int, screen: Screen) -> None:
+        """Set ``value`` (clamped), recording a ``change`` when it differs."""
+        value = min(self.maximum, max(self.minimum, value))
+        if value != self.value:
+            self.value = value
+            screen.emit(Event("change", self.name))
+
+    def drag(self, x: int, y: int, screen: Screen) -> None:
+        """Move the thumb to column ``x``."""
+        self.set_value(self.value_at(x), screen)
+
+    def key(self, key: str, screen: Screen) -> None:
+        """Arrows step the value; ``Home``/``End`` jump to the ends."""
+        moves = {
+            "ArrowRight": self.step,
+            "ArrowUp": self.step,
+            "ArrowLeft": -self.step,
+            "ArrowDown": -self.step,
+        }
+        if key in moves:
+            self.set_value(self.value + moves[key], screen)
+        elif key in ("Home", "End"):
+            self.set_value(self.minimum if key == "Home" else self.maximum, screen)
+
+    def states(self) -> list[str]:
+        """``value="..."``, ``min=...`` and ``max=...``."""
+        return [f'value="{self.value}"', f"min={self.minimum}", f"max={self.maximum}"]
+
+
+@dataclass(eq=False)
+class Dialog(Layer):
+    """A modal dialog: a title bar (its ``label``), then its children (text and close buttons)."""
+
+    role: ClassVar[str] = "dialog"
+    modal: ClassVar[bool] = True
+
+    def dismiss(self, screen: Screen) -> None:
+        """Close the dialog, recording a ``close`` event."""
+        screen.close_layer(self)
+        screen.emit(Event("close", self.name))
+
+
+@dataclass(eq=False)
+class CloseButton(Button):
+    """A dialog's button: closes its dialog (``close`` event, not a ``click``: no commit)."""
+
+    dialog: Dialog | None = None
+
+    def click(self, screen: Screen) -> None:
+        """Close the dialog."""
+        assert self.dialog is not None
+        self.dialog.dismiss(screen)

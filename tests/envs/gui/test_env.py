@@ -11,6 +11,7 @@ from omnigym.envs.gui.env import GUIEnv
 from omnigym.envs.gui.families import FAMILIES
 from omnigym.envs.gui.oracle import parse_observation, solve
 from omnigym.envs.gui.render import Theme
+from omnigym.envs.gui.widgets import Dropdown, Rect, Slider
 from omnigym.platform.vec_env import make_env
 
 FAMILY_NAMES = list(FAMILIES)
@@ -52,13 +53,23 @@ def test_tasks_fit_the_screen_at_every_size(family: str, size: tuple[int, int]) 
         lines = theme.wrap(instruction, width - 2 * theme.pad)
         assert theme.pad + len(lines) * theme.line_height <= theme.instruction_height, instruction
         assert env.screen is not None
-        boxes = [w.rect for w in env.screen.widgets[1:]]
-        for rect in boxes:
+        for rect in [w.rect for w in env.screen.widgets[1:]]:
             assert rect.x >= 0 and rect.y >= theme.instruction_height
             assert rect.x + rect.w <= width and rect.y + rect.h <= height
-        for i, a in enumerate(boxes):  # no two widgets overlap
-            for b in boxes[i + 1 :]:
-                assert a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y or b.y + b.h <= a.y
+        assert_disjoint([w.rect for w in env.screen.window.walk()][1:])
+        for layer in env.screen.layers:  # a dialog covers the page; its own widgets lie inside it
+            inner = [w.rect for w in layer.walk()][1:]
+            assert_disjoint(inner)
+            assert all(
+                layer.rect.contains(r.x, r.y) and layer.rect.contains(r.x + r.w - 1, r.y + r.h - 1)
+                for r in inner
+            )
+
+
+def assert_disjoint(boxes: list[Rect]) -> None:
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y or b.y + b.h <= a.y
 
 
 def test_screenshot_shows_the_state_and_render_matches_it() -> None:
@@ -166,3 +177,67 @@ def test_text_only_env_paints_nothing() -> None:
     assert set(obs) == {"text"}
     env.step(solve(obs["text"]))
     assert env.renderer._cached is None
+
+
+def center_of(obs: dict, role: str, label: str | None = None) -> str:
+    _, elements = parse_observation(obs["text"])
+    e = next(e for e in elements if e.role == role and (label is None or e.label == label))
+    return f"{e.center[0]}, {e.center[1]}"
+
+
+def first_seed(family: str, wanted: type) -> tuple[GUIEnv, dict]:
+    """A SelectOption episode with a dropdown (or a radio group)."""
+    env = GUIEnv(task=family)
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        assert env.screen is not None
+        if any(isinstance(w, wanted) for w in env.screen.widgets):
+            return env, obs
+    raise AssertionError(f"no {wanted.__name__} in 20 seeds")
+
+
+def test_select_option_dropdown_list_is_painted_and_a_wrong_choice_fails() -> None:
+    env, obs = first_seed("SelectOption", Dropdown)
+    assert env.screen is not None
+    dropdown = env.screen["dropdown"]
+    assert isinstance(dropdown, Dropdown)
+    opened, reward, *_ = env.step(f"click({center_of(obs, 'combobox')})")
+    added = len(opened["text"].splitlines()) - len(obs["text"].splitlines())
+    assert reward == 0.0 and added == 1 + len(dropdown.options)  # the listbox and its options
+    assert dropdown.popup is not None
+    r = dropdown.popup.rect
+    changed = (opened["image"] != obs["image"]).any(axis=-1)
+    assert changed[r.y : r.y + r.h, r.x : r.x + r.w].mean() > 0.2, "the list is painted"
+    instruction, _ = parse_observation(obs["text"])
+    wrong = next(o for o in dropdown.options if f'"{o}"' not in instruction)
+    obs, *_ = env.step(f"click({center_of(opened, 'option', wrong)})")
+    _, reward, terminated, _, info = env.step(f"click({center_of(obs, 'button', 'Submit')})")
+    assert (reward, terminated, info["is_success"]) == (-1.0, True, False)
+
+
+def test_use_slider_by_drag_string_and_keys() -> None:
+    env, obs = first_seed("UseSlider", Slider)
+    assert env.screen is not None
+    slider = env.screen["slider"]
+    assert isinstance(slider, Slider)
+    y = slider.rect.center[1]
+    obs, reward, _, _, info = env.step(
+        f"drag({slider.x_of(slider.value)}, {y}, {slider.x_of(slider.maximum)}, {y})"
+    )
+    assert info["action_valid"] and reward == 0.0 and slider.value == slider.maximum
+    obs, *_ = env.step('key("Home")')
+    assert slider.value == 0 and 'value="0"' in obs["text"]
+
+
+def test_close_dialog_blocks_the_target_until_closed() -> None:
+    env = GUIEnv(task="CloseDialog", obs_keys=("text",))
+    obs, _ = env.reset(seed=0)
+    instruction, _ = parse_observation(obs["text"])
+    target = instruction.split('"')[1]
+    for _ in range(3):  # the page button does not answer while the dialog is open
+        obs, reward, terminated, *_ = env.step(f"click({center_of(obs, 'button', target)})")
+        assert (reward, terminated) == (0.0, False) and "] dialog " in obs["text"]
+    obs, *_ = env.step('key("Escape")')
+    assert "] dialog " not in obs["text"]
+    _, reward, terminated, _, info = env.step(f"click({center_of(obs, 'button', target)})")
+    assert (reward, terminated, info["is_success"]) == (1.0, True, True)

@@ -10,6 +10,7 @@ from gymnasium import spaces
 from omnigym.envs.gui.env import GUIEnv
 from omnigym.envs.gui.families import FAMILIES
 from omnigym.envs.gui.oracle import GUIOracle, GUIOracleConfig, solve
+from omnigym.envs.gui.widgets import Slider
 from omnigym.platform.evaluate import evaluate_policy
 from omnigym.platform.registry import POLICIES
 
@@ -59,6 +60,51 @@ def test_oracle_recovers_from_wrong_states() -> None:
         if terminated:
             break
     assert info["is_success"]
+
+
+def run_oracle(env: GUIEnv, obs: dict, steps: int = 10) -> list[str]:
+    """Act with the oracle until the episode ends; the actions taken."""
+    actions = []
+    for _ in range(steps):
+        actions.append(solve(obs["text"]))
+        obs, _, terminated, _, info = env.step(actions[-1])
+        if terminated:
+            assert info["is_success"]
+            return actions
+    raise AssertionError(f"not solved in {steps} steps: {actions}")
+
+
+def test_oracle_fixes_a_slider_near_the_target_with_arrow_keys() -> None:
+    env = GUIEnv(task="UseSlider", obs_keys=("text",))
+    obs, _ = env.reset(seed=1)
+    assert env.screen is not None
+    slider = env.screen["slider"]
+    assert isinstance(slider, Slider)
+    target = int(obs["text"].split("Set the slider to ")[1].split()[0])
+    near = target - 2 if target >= 2 else target + 2
+    y = slider.rect.center[1]
+    obs, *_ = env.step(f"drag({slider.x_of(slider.value)}, {y}, {slider.x_of(near)}, {y})")
+    assert slider.value == near
+    actions = run_oracle(env, obs)
+    assert actions[:2] == ['key("ArrowRight")'] * 2 or actions[:2] == ['key("ArrowLeft")'] * 2
+
+
+def test_oracle_picks_from_an_open_list_and_closes_a_dialog_first() -> None:
+    env = GUIEnv(task="SelectOption", obs_keys=("text",))
+    for seed in range(20):
+        obs, _ = env.reset(seed=seed)
+        assert env.screen is not None
+        if "combobox" in obs["text"]:
+            break
+    obs, *_ = env.step('key("Tab")')
+    obs, *_ = env.step('key("Enter")')  # the list is open (and the dropdown focused)
+    assert "option" in obs["text"]
+    actions = run_oracle(env, obs)
+    assert len(actions) == 2  # the option, then Submit
+
+    env = GUIEnv(task="CloseDialog", obs_keys=("text",))
+    obs, _ = env.reset(seed=3)
+    assert len(run_oracle(env, obs)) == 2
 
 
 def test_oracle_needs_text_observations_and_text_actions() -> None:

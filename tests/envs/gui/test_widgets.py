@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from omnigym.envs.gui.actions import GUIAction
 from omnigym.envs.gui.screen import Screen
-from omnigym.envs.gui.widgets import Button, Checkbox, Label, Rect, TextField, Window
+from omnigym.envs.gui.widgets import (
+    Button,
+    Checkbox,
+    CloseButton,
+    Dialog,
+    Dropdown,
+    Event,
+    Label,
+    RadioButton,
+    Rect,
+    Slider,
+    TextField,
+    Widget,
+    Window,
+)
 
 
 def make_screen(default: str | None = "ok") -> Screen:
@@ -122,9 +136,205 @@ def test_accessibility_tree_reports_roles_boxes_states_and_masks_passwords() -> 
     assert lines[5] == '[5] button "OK" (10, 150, 40, 20)'
 
 
-def test_scroll_and_drag_without_scrollables_change_nothing() -> None:
+def test_scroll_and_drags_of_inert_widgets_change_nothing() -> None:
     screen = make_screen()
     before = screen.accessibility_tree()
     screen.apply(GUIAction("scroll", x=20, y=90, dy=30))
-    screen.apply(GUIAction("drag", x=20, y=90, x2=60, y2=140))
+    screen.apply(GUIAction("drag", x=20, y=65, x2=60, y2=140))  # from the label
+    screen.apply(GUIAction("drag", x=150, y=200, x2=20, y2=90))  # from the empty window
     assert screen.accessibility_tree() == before and screen.events == []
+
+
+def test_a_drag_off_a_button_focuses_it_without_firing() -> None:
+    screen = make_screen()
+    screen.apply(GUIAction("drag", x=20, y=160, x2=100, y2=200))
+    assert screen.focus is screen["ok"] and screen.events == []
+    screen.apply(GUIAction("drag", x=20, y=160, x2=22, y2=162))  # released on it: a click
+    assert [e.name for e in screen.events] == ["ok"]
+
+
+def make_layer_screen(*widgets: Widget, dialog: Dialog | None = None) -> Screen:
+    window = Window("window", Rect(0, 0, 160, 210), children=list(widgets))
+    return Screen(160, 210, "Do it.", Rect(0, 0, 160, 50), window, [dialog] if dialog else [])
+
+
+def radios() -> Screen:
+    return make_layer_screen(
+        *(
+            RadioButton(f"r{i}", Rect(10, 60 + 20 * i, 60, 15), label, group="g")
+            for i, label in enumerate("abc")
+        ),
+        RadioButton("other", Rect(10, 130, 60, 15), "z", group="h", checked=True),
+    )
+
+
+def checked(screen: Screen) -> list[str]:
+    return [w.name for w in screen.widgets if isinstance(w, RadioButton) and w.checked]
+
+
+def test_radio_click_selects_one_of_its_group_only() -> None:
+    screen = radios()
+    click(screen, "r1")
+    assert checked(screen) == ["r1", "other"] and screen.focus is screen["r1"]
+    click(screen, "r2")
+    click(screen, "r2")  # clicking a selected radio keeps it selected
+    assert checked(screen) == ["r2", "other"]
+    assert [e.kind for e in screen.events] == ["select"] * 3
+    assert screen.accessibility_tree().splitlines()[3].endswith("checked focused")
+
+
+def test_radio_arrow_keys_move_and_select_within_the_group_and_space_selects() -> None:
+    screen = radios()
+    key(screen, "Tab")
+    assert screen.focus is screen["r0"] and checked(screen) == ["other"]
+    key(screen, "Space")
+    assert checked(screen) == ["r0", "other"]
+    key(screen, "ArrowDown")
+    assert screen.focus is screen["r1"] and checked(screen) == ["r1", "other"]
+    key(screen, "ArrowUp")
+    key(screen, "ArrowLeft")  # wraps to the last of the group
+    assert screen.focus is screen["r2"] and checked(screen) == ["r2", "other"]
+
+
+def dropdown_screen() -> tuple[Screen, Dropdown]:
+    dropdown = Dropdown(
+        "dd", Rect(10, 60, 80, 20), "Pick", options=["red", "green", "blue"], option_height=15
+    )
+    screen = make_layer_screen(dropdown, Button("ok", Rect(10, 180, 40, 20), "OK"))
+    return screen, dropdown
+
+
+def test_dropdown_click_opens_a_list_and_clicking_an_option_chooses_it() -> None:
+    screen, dropdown = dropdown_screen()
+    assert 'value="" collapsed' in screen.accessibility_tree()
+    click(screen, "dd")
+    tree = screen.accessibility_tree().splitlines()
+    assert "expanded focused" in tree[1]
+    assert tree[3:] == [
+        '[3] listbox "" (10, 80, 80, 45)',
+        '[4] option "red" (10, 80, 80, 15)',
+        '[5] option "green" (10, 95, 80, 15)',
+        '[6] option "blue" (10, 110, 80, 15)',
+    ]
+    click(screen, "dd.option2")
+    assert dropdown.value == "blue" and dropdown.popup is None and screen.focus is dropdown
+    assert len(screen.widgets) == 3 and screen.events == [Event("select", "dd")]
+    click(screen, "dd")
+    assert "selected" in screen.accessibility_tree().splitlines()[-1]
+
+
+def test_an_open_list_swallows_a_click_outside_and_closes() -> None:
+    screen, dropdown = dropdown_screen()
+    click(screen, "dd")
+    click(screen, "ok")  # closes the list; the button does not fire
+    assert dropdown.popup is None and screen.events == []
+    click(screen, "ok")
+    assert screen.events == [Event("click", "ok")]
+
+
+def test_dropdown_opens_upwards_near_the_bottom() -> None:
+    dropdown = Dropdown("dd", Rect(10, 180, 80, 20), options=["a", "b"], option_height=15)
+    screen = make_layer_screen(dropdown)
+    click(screen, "dd")
+    assert screen["dd.option0"].rect == Rect(10, 150, 80, 15)
+
+
+def test_dropdown_keys_choose_and_toggle_the_list() -> None:
+    screen, dropdown = dropdown_screen()
+    key(screen, "Tab")
+    key(screen, "ArrowDown")
+    assert dropdown.value == "red"
+    key(screen, "ArrowDown")
+    key(screen, "ArrowDown")
+    key(screen, "ArrowDown")  # stays at the last
+    assert dropdown.value == "blue"
+    key(screen, "Home")
+    assert dropdown.value == "red"
+    key(screen, "Enter")
+    assert dropdown.popup is not None
+    key(screen, "ArrowDown")  # arrows choose with the list open too
+    assert dropdown.value == "green"
+    key(screen, "Escape")
+    assert dropdown.popup is None and screen.focus is dropdown
+    key(screen, "Space")
+    key(screen, "Tab")  # Tab closes the list and moves on
+    assert dropdown.popup is None and screen.focus is screen["ok"]
+
+
+def slider_screen() -> tuple[Screen, Slider]:
+    slider = Slider("s", Rect(20, 80, 101, 20), maximum=50, value=10)
+    return make_layer_screen(slider, Button("ok", Rect(10, 180, 40, 20), "OK")), slider
+
+
+def test_slider_follows_a_drag_started_anywhere_on_it_and_clamps() -> None:
+    screen, slider = slider_screen()
+    assert slider.x_of(10) == 40 and slider.value_at(40) == 10
+    screen.apply(GUIAction("drag", x=40, y=85, x2=80, y2=150))  # released below the slider
+    assert slider.value == 30 and screen.focus is slider
+    screen.apply(GUIAction("drag", x=100, y=95, x2=5, y2=95))  # from the track, past the left end
+    assert slider.value == 0
+    screen.apply(GUIAction("drag", x=30, y=90, x2=159, y2=90))
+    assert slider.value == 50
+    screen.apply(GUIAction("drag", x=10, y=185, x2=60, y2=85))  # starts on the button: no effect
+    assert slider.value == 50
+    click(screen, "s")  # a click sets the value under the pointer
+    assert slider.value == 25
+    assert [e.kind for e in screen.events] == ["change"] * 4
+    assert (
+        screen.accessibility_tree().splitlines()[1]
+        == '[1] slider "" (20, 80, 101, 20) value="25" min=0 max=50 focused'
+    )
+
+
+def test_slider_keys_step_and_jump() -> None:
+    screen, slider = slider_screen()
+    key(screen, "Tab")
+    for name in ("ArrowRight", "ArrowUp", "ArrowRight", "ArrowLeft"):
+        key(screen, name)
+    assert slider.value == 12
+    key(screen, "ArrowDown")
+    assert slider.value == 11
+    key(screen, "End")
+    key(screen, "ArrowRight")
+    assert slider.value == 50
+    key(screen, "Home")
+    key(screen, "ArrowLeft")
+    assert slider.value == 0
+
+
+def dialog_screen() -> tuple[Screen, Dialog]:
+    dialog = Dialog("dlg", Rect(20, 60, 120, 60), "Notice")
+    close = CloseButton("close", Rect(90, 95, 40, 20), "OK", dialog=dialog)
+    dialog.children = [Label("msg", Rect(25, 75, 60, 15), "Saved."), close]
+    page = [Button("under", Rect(30, 100, 40, 20), "Next"), Button("free", Rect(10, 180, 40, 20), "Back")]
+    return make_layer_screen(*page, dialog=dialog), dialog
+
+
+def test_a_modal_dialog_blocks_the_page_until_closed() -> None:
+    screen, _ = dialog_screen()
+    click(screen, "free")  # outside the dialog: blocked
+    screen.apply(GUIAction("click", x=35, y=105))  # a page button under the dialog: the dialog
+    assert screen.events == [] and screen.focus is None
+    key(screen, "Tab")
+    key(screen, "Tab")  # focus stays inside the dialog
+    assert screen.focus is screen["close"]
+    key(screen, "Enter")  # closes: a close event, not a click
+    assert screen.layers == [] and screen.focus is None
+    assert screen.events == [Event("close", "dlg")]
+    click(screen, "free")
+    assert screen.events[-1] == Event("click", "free")
+
+
+def test_dialog_closes_on_escape_and_by_its_button_and_is_listed_last() -> None:
+    screen, _ = dialog_screen()
+    lines = screen.accessibility_tree().splitlines()
+    assert lines[3:] == [
+        '[3] dialog "Notice" (20, 60, 120, 60)',
+        '[4] text "Saved." (25, 75, 60, 15)',
+        '[5] button "OK" (90, 95, 40, 20)',
+    ]
+    key(screen, "Escape")
+    assert screen.layers == [] and len(screen.widgets) == 3
+    screen, _ = dialog_screen()
+    click(screen, "close")
+    assert screen.layers == [] and screen.events == [Event("close", "dlg")]
