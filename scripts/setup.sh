@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates the virtualenv (.venv, or $OMNIGYM_VENV) and installs omnigym with what the demo and the
-# tests need. Idempotent: it reinstalls only when pyproject.toml changed. Source it or run it.
+# tests need. Idempotent: it reinstalls only when pyproject.toml or this script changed. Source it
+# or run it.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${OMNIGYM_VENV:-$root/.venv}"
@@ -12,14 +13,22 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && ! dpkg -s libosme
   { apt-get install -y -qq libosmesa6 || { apt-get update -qq && apt-get install -y -qq libosmesa6; }; } \
     >/dev/null 2>&1 || echo "setup.sh: could not install libosmesa6 (MuJoCo falls back to EGL)" >&2
 fi
+# MiniWoB++ (omnigym[gui]) drives Debian's headless Chromium; without it the browser tests skip.
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+  && ! { dpkg -s chromium >/dev/null 2>&1 && dpkg -s chromium-driver >/dev/null 2>&1; }; then
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq chromium chromium-driver \
+    || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; }; } >/dev/null 2>&1 \
+    || echo "setup.sh: could not install chromium (the MiniWoB++ browser tests will skip)" >&2
+fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 stamp="$venv/.omnigym-installed"
-if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
   if ! command -v nvidia-smi >/dev/null 2>&1; then
     # No CUDA here: take the CPU build (an unpinned torch would pull a multi-GB CUDA build).
     "$venv/bin/python" -m pip install -q "torch==2.13.0"
   fi
-  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,driving,robotics,offline,bench,dev]"
+  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,driving,robotics,gui,offline,bench,dev]"
   touch "$stamp"
 fi
