@@ -271,12 +271,16 @@ def test_tabletop_rewards_and_success_flag(cls: type[ManipulationEnv]) -> None:
         env.reset(seed=1)
     _, reward, terminated, _, info = dense.step(hold_action(dense))
     tcp = dense.data.qpos[0:3]
+    box = dense.data.qpos[5:8]
     if cls is ReachEnv:
         assert reward == pytest.approx(-np.linalg.norm(tcp - dense.goal))
-    else:
-        box = dense.data.qpos[5:8]
+    elif cls is PickPlaceEnv:
         expected = -np.linalg.norm(box - dense.goal) - cube.REACH_WEIGHT * np.linalg.norm(tcp - box)
         assert reward == pytest.approx(expected)
+    else:  # the TCP starts far above the cube: the reaching term alone
+        to_push = np.linalg.norm(tcp - dense.push_pose())
+        assert to_push > cube.PUSH_REACHED
+        assert reward == pytest.approx((1 - math.tanh(cube.SHAPING_SCALE * to_push)) / 3 - 1)
     assert not info["is_success"] and not terminated
     _, reward, terminated, _, info = sparse.step(hold_action(sparse))
     assert reward == 0.0 and not info["is_success"]
@@ -285,10 +289,71 @@ def test_tabletop_rewards_and_success_flag(cls: type[ManipulationEnv]) -> None:
         move_to_goal(env)
     _, reward, terminated, _, info = dense.step(hold_action(dense))
     assert info["is_success"] and terminated and info["distance"] < dense.config.success_distance
+    if cls is PushCubeEnv:
+        assert reward == 0.0  # the most a PushCube step pays
     _, reward, terminated, _, info = sparse.step(hold_action(sparse))
     assert info["is_success"] and terminated and reward == 1.0
     _, _, terminated, _, info = endless.step(hold_action(endless))
     assert info["is_success"] and not terminated
+
+
+def pushcube_reward(
+    tcp: tuple[float, float, float], box: tuple[float, float], goal: tuple[float, float]
+) -> float:
+    """PushCube's dense reward for the TCP, the cube's and the goal's positions (m), at rest."""
+    env = PushCubeEnv()
+    env.reset(seed=0)
+    env.data.qpos[0:3] = tcp
+    env.data.qpos[5:12] = (*box, cube.CUBE_HALF, 1.0, 0.0, 0.0, 0.0)
+    env.goal[:] = (*goal, cube.CUBE_HALF)
+    mujoco.mj_forward(env.model, env.data)
+    success, reward, info = env._score(env._state())
+    assert success == (info["distance"] < env.config.success_distance)
+    return reward
+
+
+def test_pushcube_push_pose_is_behind_the_cube_on_the_goal_line() -> None:
+    env = PushCubeEnv()
+    env.reset(seed=0)
+    env.data.qpos[5:8] = (0.05, 0.05, cube.CUBE_HALF)
+    env.goal[:] = (-0.03, -0.01, cube.CUBE_HALF)  # 0.1 m from the cube along (-0.8, -0.6)
+    offset = cube.PUSH_OFFSET
+    np.testing.assert_allclose(env.push_pose(), (0.05 + 0.8 * offset, 0.05 + 0.6 * offset, cube.CUBE_HALF))
+
+
+def test_pushcube_dense_reward_by_hand() -> None:
+    """Staged like ManiSkill's PushCube-v1: reach the push pose, then the placement term counts."""
+    tanh = math.tanh
+    behind = -cube.PUSH_OFFSET  # the push pose when the goal lies along +x from a cube at the origin
+    # TCP at the push pose, cube 0.1 m from the goal: both terms, (1 + 1 - tanh(0.5)) / 3 - 1
+    at_pose = pushcube_reward((behind, 0.0, cube.CUBE_HALF), (0.0, 0.0), (0.1, 0.0))
+    assert at_pose == pytest.approx((2 - tanh(0.5)) / 3 - 1) and at_pose == pytest.approx(-0.487372, abs=1e-6)
+    # 2 cm off the pose, within PUSH_REACHED: still both terms
+    near = pushcube_reward((behind, 0.02, cube.CUBE_HALF), (0.0, 0.0), (0.1, 0.0))
+    assert near == pytest.approx((1 - tanh(0.1) + 1 - tanh(0.5)) / 3 - 1)
+    # 6 cm above the pose, beyond PUSH_REACHED: the placement term is not paid
+    above = pushcube_reward((behind, 0.0, cube.CUBE_HALF + 0.06), (0.0, 0.0), (0.1, 0.0))
+    assert above == pytest.approx((1 - tanh(0.3)) / 3 - 1) and above == pytest.approx(-0.763771, abs=1e-6)
+    # in front of the cube (between it and the goal) pays less than behind it
+    front = pushcube_reward((-behind, 0.0, cube.CUBE_HALF), (0.0, 0.0), (0.1, 0.0))
+    assert front == pytest.approx((1 - tanh(5 * 2 * cube.PUSH_OFFSET)) / 3 - 1)
+    assert front < above < near < at_pose
+    # the cube nearer the goal pays more, with the TCP at the (moved) push pose
+    closer = pushcube_reward((0.05 + behind, 0.0, cube.CUBE_HALF), (0.05, 0.0), (0.1, 0.0))
+    assert closer == pytest.approx((2 - tanh(0.25)) / 3 - 1) and closer > at_pose
+    # success: 0, the most any step pays, wherever the TCP is
+    assert pushcube_reward((0.2, 0.2, 0.2), (0.1, 0.03), (0.1, 0.0)) == 0.0
+
+
+def test_pushcube_dense_reward_stays_in_minus_one_to_zero() -> None:
+    env = PushCubeEnv(terminate_on_success=False)
+    rng = np.random.default_rng(0)
+    rewards = []
+    for seed in range(3):
+        env.reset(seed=seed)
+        for _ in range(30):
+            rewards.append(env.step(rng.uniform(-1, 1, 4).astype(np.float32))[1])
+    assert all(-1.0 <= r <= 0.0 for r in rewards) and len(set(rewards)) > 1
 
 
 # --- randomisation and determinism ----------------------------------------------------------------
