@@ -33,9 +33,9 @@ from omnigym.envs.gui.actions import (
     GUIAction,
     parse_action,
 )
+from omnigym.envs.gui.env import OBS_KEYS
 from omnigym.platform.types import OBS_IMAGE, OBS_TEXT
 
-OBS_KEYS = (OBS_IMAGE, OBS_TEXT)
 TEXT_MAX_LENGTH = 8192
 """Longest ``text`` observation (text-heavy tasks list a hundred DOM nodes)."""
 CHROME_FLAGS = (
