@@ -93,6 +93,10 @@ class Theme:
         return [*lines, line] if line else lines
 
 
+STAMP_CACHE_SIZE = 4096
+"""Glyph masks a renderer keeps (strings x sub-pixel offsets); the cache restarts when full."""
+
+
 class Renderer:
     """Paints screens of one size; repaints only when the screen changed since the last frame."""
 
@@ -113,6 +117,8 @@ class Renderer:
             CloseButton: self._button,
         }
         self._cached: tuple[int, int, np.ndarray] | None = None  # (screen serial, version, frame)
+        self._image = Image.new("RGB", (1, 1))  # the frame being painted
+        self._stamps: dict[tuple[str, str, float, float], tuple[Image.Image, int, int]] = {}
 
     def render(self, screen: Screen) -> np.ndarray:
         """The screenshot. Shape: [height, width, 3], uint8. A fresh array on every call."""
@@ -123,15 +129,44 @@ class Renderer:
 
     def _paint(self, screen: Screen) -> np.ndarray:
         image = Image.new("RGB", (screen.width, screen.height), BACKGROUND)
+        self._image = image
         draw = ImageDraw.Draw(image)
         self._instruction(draw, screen)
         self._widgets(draw, screen, list(screen.window.walk()))
         for layer in screen.layers:
             if layer.modal:  # darken the page behind a modal dialog
                 image = Image.blend(image, Image.new("RGB", image.size, TEXT), BACKDROP_ALPHA)
+                self._image = image
                 draw = ImageDraw.Draw(image)
             self._widgets(draw, screen, list(layer.walk()))
         return np.asarray(image, dtype=np.uint8)
+
+    def _stamp(self, xy: tuple[float, float], text: str, fill: tuple[int, int, int], anchor: str) -> None:
+        """Draw ``text`` at ``xy`` (Pillow's ``anchor``), from a cached glyph mask.
+
+        Rasterising glyphs is most of a frame's cost and screens repeat their labels, so each
+        string is rasterised once per sub-pixel offset and pasted through its mask after that.
+        """
+        x, y = xy
+        key = (text, anchor, x - np.floor(x), y - np.floor(y))
+        if key not in self._stamps:
+            if len(self._stamps) >= STAMP_CACHE_SIZE:
+                self._stamps.clear()
+            self._stamps[key] = self._rasterise(*key)
+        mask, dx, dy = self._stamps[key]
+        self._image.paste(fill, (int(np.floor(x)) + dx, int(np.floor(y)) + dy), mask)
+
+    def _rasterise(self, text: str, anchor: str, fx: float, fy: float) -> tuple[Image.Image, int, int]:
+        """The mask of ``text`` anchored at ``(fx, fy)`` and where its corner lies from the anchor."""
+        left, top, right, bottom = self.theme.font.getbbox(text, anchor=anchor)
+        margin = 3  # room for the sub-pixel shift and anti-aliasing past the box
+        # the mask's corner lies left of and above both the glyphs and the anchor, so the text is
+        # drawn at positive coordinates there: Pillow splits those into pixel and sub-pixel parts
+        # exactly as it does on the frame
+        x0, y0 = min(int(np.floor(left)), 0) - margin, min(int(np.floor(top)), 0) - margin
+        mask = Image.new("L", (int(np.ceil(right)) - x0 + margin, int(np.ceil(bottom)) - y0 + margin), 0)
+        ImageDraw.Draw(mask).text((fx - x0, fy - y0), text, fill=255, font=self.theme.font, anchor=anchor)
+        return mask, x0, y0
 
     def _widgets(self, draw: ImageDraw.ImageDraw, screen: Screen, widgets: list[Widget]) -> None:
         for widget in widgets:
@@ -144,7 +179,7 @@ class Renderer:
         for line in t.wrap(screen.instruction, r.w - 2 * t.pad):
             if y + t.line_height > r.y + r.h:
                 break
-            draw.text((r.x + t.pad, y), line, fill=TEXT, font=t.font)
+            self._stamp((r.x + t.pad, y), line, TEXT, "la")
             y += t.line_height
 
     def _box(
@@ -157,7 +192,7 @@ class Renderer:
 
     def _text_left(self, draw: ImageDraw.ImageDraw, x: int, widget: Widget, text: str, fill: tuple) -> None:
         """``text`` from ``x``, vertically centred in the widget."""
-        draw.text((x, widget.rect.y + widget.rect.h / 2), text, fill=fill, font=self.theme.font, anchor="lm")
+        self._stamp((x, widget.rect.y + widget.rect.h / 2), text, fill, "lm")
 
     def _window(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
         """Windows are the page background: nothing to paint."""
@@ -168,7 +203,7 @@ class Renderer:
     def _button(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
         self._box(draw, widget, BUTTON_BG, focused)
         cx, cy = widget.rect.x + widget.rect.w / 2, widget.rect.y + widget.rect.h / 2
-        draw.text((cx, cy), widget.label, fill=TEXT, font=self.theme.font, anchor="mm")
+        self._stamp((cx, cy), widget.label, TEXT, "mm")
 
     def _checkbox(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
         assert isinstance(widget, Checkbox)
@@ -255,7 +290,7 @@ class Renderer:
         )
         text = str(widget.value)
         tx = min(max(x, r.x + t.text_width(text) / 2), r.x + r.w - t.text_width(text) / 2)
-        draw.text((tx, r.y + thumb_h + t.line_height / 2), text, fill=TEXT, font=t.font, anchor="mm")
+        self._stamp((tx, r.y + thumb_h + t.line_height / 2), text, TEXT, "mm")
 
     def _dialog(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
         """A bordered box with a coloured title bar one line high."""
@@ -265,4 +300,4 @@ class Renderer:
         draw.rectangle(
             (r.x, r.y, r.x + r.w - 1, r.y + bar - 1), fill=TITLE_BG, outline=BORDER, width=t.border
         )
-        draw.text((r.x + t.pad, r.y + bar / 2), widget.label, fill=TITLE_TEXT, font=t.font, anchor="lm")
+        self._stamp((r.x + t.pad, r.y + bar / 2), widget.label, TITLE_TEXT, "lm")

@@ -110,6 +110,8 @@ class Screen:
         ``drag`` moves a slider; ``scroll`` reaches widgets that scroll, of which there are none
         yet, so it changes nothing.
         """
+        if action.kind in ("click", "double_click", "drag") and self._changes_nothing(action.x, action.y):
+            return  # the last frame still shows the screen
         self.version += 1
         if action.kind in ("click", "double_click"):
             for _ in range(2 if action.kind == "double_click" else 1):
@@ -121,6 +123,10 @@ class Screen:
                 self.focus.type_text(action.text, self)
         elif action.kind == "key":
             self._key(action.text)
+
+    def _changes_nothing(self, x: int, y: int) -> bool:
+        """Whether a press at ``(x, y)`` hits no widget with nothing to close or unfocus."""
+        return self.focus is None and not self.layers and self.hit(x, y) is None
 
     def _press(self, x: int, y: int, x2: int, y2: int) -> None:
         """Press at ``(x, y)`` and release at ``(x2, y2)``: a click when the points are equal.
