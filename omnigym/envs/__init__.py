@@ -72,6 +72,8 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     _gui("SelectOption", max_episode_steps=8),
     _gui("UseSlider", max_episode_steps=10),
     _gui("CloseDialog", max_episode_steps=6),
+    _gui("FillForm", max_episode_steps=20),
+    _gui("SearchAndClick", max_episode_steps=10),
 ]
 
 

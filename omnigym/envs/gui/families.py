@@ -338,8 +338,163 @@ class CloseDialog(Task):
         return clicked == self.target
 
 
+FORM_TEXT_LABELS = ("Name", "City", "Pet", "Nick", "Code")
+FORM_DROPDOWNS = (("Size", ("S", "M", "L", "XL")), ("Color", ("red", "blue", "green", "gray")))
+FORM_CHECKBOXES = ("Agree", "News", "Remember")
+SEARCH_SUFFIXES = ("pie", "tree", "park", "farm", "shop", "wiki", "news", "map")
+ORDINALS = ("1st", "2nd", "3rd", "4th")
+
+
+class FillForm(Task):
+    """Fill a form of 3-5 fields (text fields, a checkbox, a dropdown) with named values; Submit.
+
+    The instruction names every field's value: a text or a dropdown option, ``"yes"``/``"no"``
+    for the checkbox. Text fields and the dropdown have a label to their left.
+    """
+
+    name: ClassVar[str] = "FillForm"
+    max_steps: ClassVar[int] = 20
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        for _ in range(100):  # redraw until the instruction fits the bar
+            count = int(rng.integers(3, 6))
+            has_box, has_dropdown = bool(rng.random() < 0.7), bool(rng.random() < 0.7)
+            texts = count - has_box - has_dropdown
+            labels = [str(label) for label in rng.choice(FORM_TEXT_LABELS, size=texts, replace=False)]
+            values = [str(rng.choice([w for w in WORDS + NAMES if len(w) <= 5])) for _ in labels]
+            kinds = ["text"] * texts
+            if has_dropdown:
+                label, options = FORM_DROPDOWNS[int(rng.integers(len(FORM_DROPDOWNS)))]
+                labels.append(label)
+                values.append(str(rng.choice(options)))
+                kinds.append("dropdown")
+            if has_box:
+                labels.append(str(rng.choice(FORM_CHECKBOXES)))
+                values.append("yes" if rng.random() < 0.5 else "no")
+                kinds.append("checkbox")
+            order = rng.permutation(len(labels))
+            labels, values, kinds = ([x[i] for i in order] for x in (labels, values, kinds))
+            parts = ", ".join(f'{label} "{value}"' for label, value in zip(labels, values, strict=True))
+            instruction = f"Fill: {parts}; Submit."
+            lines = t.wrap(instruction, self.width - 2 * t.pad)
+            if t.pad + len(lines) * t.line_height <= t.instruction_height:
+                break
+        self.wanted = dict(zip(labels, values, strict=True))
+        row, box_row = layout.row_height(t), layout.list_row_height(t)
+        submit_h = layout.button_size(t, "Submit")[1]
+        heights = [box_row if kind == "checkbox" else row for kind in kinds]
+        tops = layout.stack(rng, area, [*heights, submit_h], gap=t.pad // 2)
+        label_w = max(t.text_width(label) for label in [*FORM_TEXT_LABELS, "Color", "Size"]) + t.pad
+        x = area.x + int(rng.integers(0, area.w // 8 + 1))
+        field_x = x + label_w
+        field_w = area.x + area.w - field_x
+        widgets: list[Widget] = []
+        for i, (label, kind, top) in enumerate(zip(labels, kinds, tops, strict=False)):
+            if kind == "checkbox":
+                width = t.font_size + t.pad + t.text_width(label)
+                widgets.append(Checkbox(f"field{i}", Rect(x, top, width, box_row), label))
+                continue
+            widgets.append(Label(f"label{i}", Rect(x, top, t.text_width(label), row), label))
+            if kind == "text":
+                widgets.append(TextField(f"field{i}", Rect(field_x, top, field_w, row), label))
+            else:
+                choices = [str(option) for option in dict(FORM_DROPDOWNS)[label]]
+                widgets.append(
+                    Dropdown(
+                        f"field{i}", Rect(field_x, top, field_w, row), label, options=choices,
+                        option_height=layout.list_row_height(t),
+                    )
+                )  # fmt: skip
+        widgets.append(self._button("submit", "Submit", x, tops[-1]))
+        return instruction, widgets, "submit"
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        got: dict[str, str] = {}
+        for widget in screen.window.walk():
+            if isinstance(widget, TextField | Dropdown):
+                got[widget.label] = widget.value
+            elif isinstance(widget, Checkbox):
+                got[widget.label] = "yes" if widget.checked else "no"
+        return clicked == "submit" and got == self.wanted
+
+
+class SearchAndClick(Task):
+    """Search for a word, then click the named one of the 3-4 result links that appear.
+
+    The result titles are ``"<query> <suffix>"``, so results of a wrong query never match; the
+    instruction names the result by position ("the 2nd result") or by title. Searching again
+    replaces the results; the episode ends at the first result clicked.
+    """
+
+    name: ClassVar[str] = "SearchAndClick"
+    max_steps: ClassVar[int] = 10
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        self.query = str(rng.choice([w for w in WORDS + NAMES if len(w) <= 5]))
+        count = int(rng.integers(3, 5))
+        self.suffixes = [str(s) for s in rng.choice(SEARCH_SUFFIXES, size=count, replace=False)]
+        index = int(rng.integers(count))
+        self.target = f"{self.query} {self.suffixes[index]}"
+        self.target_name = f"result{index}"
+        self._seen = 0
+        row = layout.row_height(t)
+        button_w, button_h = layout.button_size(t, "Search")
+        link_h = layout.button_size(t, "x")[1]
+        tops = layout.stack(rng, area, [row] + [link_h] * count, gap=t.pad // 2)
+        self.result_tops = tops[1:]
+        x = area.x + int(rng.integers(0, area.w // 8 + 1))
+        self.result_x = x
+        field_w = area.x + area.w - x - button_w - t.pad
+        self.page: list[Widget] = [
+            TextField("query", Rect(x, tops[0], field_w, row), "Search", placeholder="Search"),
+            Button("search", Rect(x + field_w + t.pad, tops[0], button_w, button_h), "Search"),
+        ]
+        which = f"the {ORDINALS[index]} result" if rng.random() < 0.5 else f'"{self.target}"'
+        return f'Search for "{self.query}" and click {which}.', list(self.page), "search"
+
+    def outcome(self, screen: Screen) -> bool | None:
+        """Each Search shows results for the field's text; a result click ends the episode."""
+        events, self._seen = screen.events[self._seen :], len(screen.events)
+        for event in events:
+            if event.kind != "click":
+                continue
+            if event.name == "search":
+                screen.set_children([*self.page, *self._results(screen)])
+            elif event.name.startswith("result"):
+                return self._judge(screen, event.name)
+        return None
+
+    def _results(self, screen: Screen) -> list[Widget]:
+        field = screen["query"]
+        assert isinstance(field, TextField)
+        query = field.value.strip()
+        if not query:
+            return []
+        links: list[Widget] = []
+        for i, (top, suffix) in enumerate(zip(self.result_tops, self.suffixes, strict=True)):
+            title = f"{query[:12]} {suffix}"
+            w, h = layout.button_size(self.theme, title)
+            links.append(Button(f"result{i}", Rect(self.result_x, top, w, h), title))
+        return links
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        return clicked == self.target_name and screen[clicked].label == self.target
+
+
 FAMILIES: dict[str, type[Task]] = {
     task.name: task
-    for task in (ClickButton, ClickCheckboxes, EnterText, LoginUser, SelectOption, UseSlider, CloseDialog)
+    for task in (
+        ClickButton,
+        ClickCheckboxes,
+        EnterText,
+        LoginUser,
+        SelectOption,
+        UseSlider,
+        CloseDialog,
+        FillForm,
+        SearchAndClick,
+    )
 }
 """Every family by name."""

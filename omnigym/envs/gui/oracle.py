@@ -143,6 +143,46 @@ def _close_dialog(elements: list[Element], label: str) -> str:
     return _click(_find(elements, "button", label))
 
 
+_PAIR = re.compile(r'(\w+) "((?:[^"\\]|\\.)*)"')
+_ORDINAL = re.compile(r"the (\d+)\w\w result")
+
+
+def _fill_form(instruction: str, elements: list[Element]) -> str:
+    """Set each named field (text, ``yes``/``no`` checkbox, dropdown option) in turn, then Submit."""
+    wanted = {label: _unescape(value) for label, value in _PAIR.findall(instruction)}
+    options = [e for e in elements if e.role == "option"]
+    if options:  # a dropdown's list is open: pick its wanted option
+        dropdown = _find(elements, "combobox")
+        return _click(_find(options, "option", wanted[dropdown.label]))
+    for label, target in wanted.items():
+        field = next(
+            e for e in elements if e.label == label and e.role in ("textbox", "checkbox", "combobox")
+        )
+        if field.role == "textbox":
+            action = _fill(field, target)
+            if action is not None:
+                return action
+        elif field.role == "checkbox":
+            if ("checked" in field.states) != (target == "yes"):
+                return _click(field)
+        elif field.value != target:
+            return _click(field)  # opens the list
+    return _click(_find(elements, "button", "Submit"))
+
+
+def _search_and_click(instruction: str, quoted: list[str], elements: list[Element]) -> str:
+    """Type the query, search, then click the named result (by position or title)."""
+    query = quoted[0]
+    results = [e for e in elements if e.role == "button" and e.label != "Search"]
+    if results and all(e.label.startswith(f"{query} ") for e in results):
+        ordinal = _ORDINAL.search(instruction)
+        if ordinal is not None:
+            return _click(results[int(ordinal.group(1)) - 1])
+        return _click(_find(results, "button", quoted[1]))
+    action = _fill(_find(elements, "textbox", "Search"), query)
+    return action or _click(_find(elements, "button", "Search"))
+
+
 def solve(text: str) -> str:
     """The oracle's next action for one ``text`` observation.
 
@@ -174,6 +214,10 @@ def solve(text: str) -> str:
         return _slide(elements, int(instruction.removeprefix("Set the slider to").split()[0]))
     if instruction.startswith("Close the dialog"):
         return _close_dialog(elements, quoted[0])
+    if instruction.startswith("Fill:"):
+        return _fill_form(instruction, elements)
+    if instruction.startswith("Search for"):
+        return _search_and_click(instruction, quoted, elements)
     raise ValueError(f"gui_oracle: no solver for the instruction {instruction!r}")
 
 

@@ -79,6 +79,14 @@ class Screen:
             self.layers.remove(layer)
             self._refresh()
 
+    def set_children(self, children: Sequence[Widget]) -> None:
+        """Replace the window's children (a task whose page changes, e.g. search results)."""
+        if self.focus is not None and not any(self.focus in list(c.walk()) for c in children):
+            self.focus = None
+        self.window.children = list(children)
+        self.version += 1
+        self._refresh()
+
     def _scope(self) -> list[Widget]:
         """The widgets pointer and focus actions can reach: the topmost layer's, else the window's."""
         return list(self.layers[-1].walk()) if self.layers else list(self.window.walk())

@@ -9,7 +9,7 @@ from gymnasium import spaces
 
 from omnigym.envs.gui.env import GUIEnv
 from omnigym.envs.gui.families import FAMILIES
-from omnigym.envs.gui.oracle import GUIOracle, GUIOracleConfig, solve
+from omnigym.envs.gui.oracle import GUIOracle, GUIOracleConfig, parse_observation, solve
 from omnigym.envs.gui.widgets import Slider
 from omnigym.platform.evaluate import evaluate_policy
 from omnigym.platform.registry import POLICIES
@@ -135,3 +135,43 @@ def test_oracle_episodes_become_a_minari_dataset_with_text_actions(
     episode = next(iter(minari.load_dataset("omnigym/test-gui-enter-text-v0").iterate_episodes()))
     assert [str(a) for a in episode.actions][1].startswith('type("')
     assert episode.rewards[-1] == 1.0
+
+
+def test_search_results_appear_after_searching_and_a_wrong_query_fails() -> None:
+    env = GUIEnv(task="SearchAndClick", obs_keys=("text",))
+    obs, _ = env.reset(seed=0)
+    assert env.screen is not None
+    assert len(parse_observation(obs["text"])[1]) == 3  # window, field, Search
+    field = env.screen["query"]
+    env.step(f"click({field.rect.center[0]}, {field.rect.center[1]})")
+    obs, reward, terminated, *_ = env.step('type("zz")')
+    obs, reward, terminated, *_ = env.step('key("Enter")')  # searches (the default button)
+    results = [e for e in parse_observation(obs["text"])[1] if e.label.startswith("zz ")]
+    assert len(results) >= 3 and not terminated and reward == 0.0
+    obs, reward, terminated, _, info = env.step(f"click({results[0].center[0]}, {results[0].center[1]})")
+    assert terminated and not info["is_success"] and reward == -1.0
+
+
+def test_oracle_searches_again_after_a_wrong_query() -> None:
+    env = GUIEnv(task="SearchAndClick", obs_keys=("text",))
+    obs, _ = env.reset(seed=1)
+    assert env.screen is not None
+    field = env.screen["query"]
+    env.step(f"click({field.rect.center[0]}, {field.rect.center[1]})")
+    env.step('type("zz")')
+    obs, *_ = env.step('key("Enter")')
+    assert len(run_oracle(env, obs)) == 5  # 2 Backspaces, type, Search, the result
+
+
+def test_fill_form_fails_with_a_wrong_value_and_the_oracle_fixes_one() -> None:
+    env = GUIEnv(task="FillForm", obs_keys=("text",))
+    obs, _ = env.reset(seed=2)
+    assert env.screen is not None
+    submit = env.screen["submit"]
+    _, reward, terminated, _, info = env.step(f"click({submit.rect.center[0]}, {submit.rect.center[1]})")
+    assert terminated and not info["is_success"] and reward == -1.0
+    obs, _ = env.reset(seed=2)
+    field = next(e for e in parse_observation(obs["text"])[1] if e.role == "textbox")
+    env.step(f"click({field.center[0]}, {field.center[1]})")
+    obs, *_ = env.step('type("wrong")')
+    run_oracle(env, obs, steps=25)
