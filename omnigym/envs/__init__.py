@@ -74,6 +74,8 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     _gui("CloseDialog", max_episode_steps=6),
     _gui("FillForm", max_episode_steps=20),
     _gui("SearchAndClick", max_episode_steps=10),
+    _gui("NavigateTabs", max_episode_steps=6),
+    _gui("DragItem", max_episode_steps=6),
 ]
 
 

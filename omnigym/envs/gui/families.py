@@ -20,12 +20,15 @@ from omnigym.envs.gui.widgets import (
     Checkbox,
     CloseButton,
     Dialog,
+    Draggable,
     Dropdown,
+    DropZone,
     Label,
     Layer,
     RadioButton,
     Rect,
     Slider,
+    TabStrip,
     TextField,
     Widget,
     Window,
@@ -483,6 +486,120 @@ class SearchAndClick(Task):
         return clicked == self.target_name and screen[clicked].label == self.target
 
 
+TAB_LABELS = ("Home", "Mail", "Files", "Tools", "View", "Help", "Info", "Edit")
+
+
+class NavigateTabs(Task):
+    """Switch to the named one of 2-4 tabs and click the named button of its page (2-3 buttons).
+
+    One tab is shown at the start (sometimes the target's); the hidden pages' buttons are
+    neither clickable nor listed. Half the episodes put a decoy button with the target's label
+    on another page, so clicking it before switching fails.
+    """
+
+    name: ClassVar[str] = "NavigateTabs"
+    max_steps: ClassVar[int] = 6
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        tab_h = layout.row_height(t)
+        count = int(rng.integers(2, 5))
+        while True:  # fewer tabs when their labels do not fit the strip
+            labels = [str(label) for label in rng.choice(TAB_LABELS, size=count, replace=False)]
+            widths = [t.text_width(label) + 2 * t.pad for label in labels]
+            if sum(widths) <= area.w or count == 2:
+                break
+            count -= 1
+        x, tabs = area.x, []
+        for label, w in zip(labels, widths, strict=True):
+            tabs.append((Rect(x, area.y, w, tab_h), label))
+            x += w
+        page_area = Rect(area.x, area.y + tab_h + t.pad, area.w, area.h - tab_h - t.pad)
+        self.target_tab = int(rng.integers(count))
+        words = [
+            [str(w) for w in rng.choice(BUTTON_WORDS, size=int(rng.integers(2, 4)), replace=False)]
+            for _ in range(count)
+        ]
+        button_index = int(rng.integers(len(words[self.target_tab])))
+        target_label = words[self.target_tab][button_index]
+        others = [p for p in range(count) if p != self.target_tab]
+        if rng.random() < 0.5:  # a decoy with the target's label on another page
+            decoy = others[int(rng.integers(len(others)))]
+            if target_label not in words[decoy]:
+                words[decoy][int(rng.integers(len(words[decoy])))] = target_label
+        pages: list[list[Widget]] = []
+        for p, page_words in enumerate(words):
+            rects = layout.scatter(rng, page_area, [layout.button_size(t, w) for w in page_words])
+            pages.append(
+                [
+                    Button(f"page{p}.button{i}", r, w)
+                    for i, (r, w) in enumerate(zip(rects, page_words, strict=True))
+                ]
+            )
+        self.target = f"page{self.target_tab}.button{button_index}"
+        selected = self.target_tab if rng.random() < 0.25 else others[int(rng.integers(len(others)))]
+        strip = TabStrip.build("tabs", Rect(area.x, area.y, area.w, tab_h), tabs, pages, selected)
+        instruction = f'Switch to the "{labels[self.target_tab]}" tab and click "{target_label}".'
+        return instruction, [strip], None
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        return clicked == self.target
+
+
+ZONE_LABELS = ("Box A", "Box B", "Box C", "Bin", "Tray", "Cart")
+
+
+class DragItem(Task):
+    """Drag the named one of 2-3 items into the named one of 2-3 areas with ``drag(x1, y1, x2, y2)``.
+
+    The episode ends when an item is dropped wholly inside an area: success iff it is the named
+    item in the named area. Items dropped elsewhere stay where they land.
+    """
+
+    name: ClassVar[str] = "DragItem"
+    max_steps: ClassVar[int] = 6
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        items = [str(w) for w in rng.choice(WORDS, size=int(rng.integers(2, 4)), replace=False)]
+        sizes = [layout.button_size(t, label) for label in items]
+        item_w = max(w for w, _ in sizes)
+        zone_count = int(rng.integers(2, 4))
+        while zone_count > 2 and (area.w - t.pad * (zone_count - 1)) // zone_count < item_w + 2 * t.pad:
+            zone_count -= 1
+        zones = [str(z) for z in rng.choice(ZONE_LABELS, size=zone_count, replace=False)]
+        zone_w = (area.w - t.pad * (zone_count - 1)) // zone_count
+        zone_h = t.line_height + 2 * t.pad + max(h for _, h in sizes) + t.pad
+        top = Rect(area.x, area.y, area.w, area.h - zone_h - t.pad)
+        rects = layout.scatter(rng, top, sizes)
+        zone_y = area.y + area.h - zone_h
+        widgets: list[Widget] = [
+            DropZone(f"zone{i}", Rect(area.x + i * (zone_w + t.pad), zone_y, zone_w, zone_h), label)
+            for i, label in enumerate(zones)
+        ]
+        widgets += [
+            Draggable(f"item{i}", r, label) for i, (r, label) in enumerate(zip(rects, items, strict=True))
+        ]
+        self.item = f"item{int(rng.integers(len(items)))}"
+        self.zone = f"zone{int(rng.integers(zone_count))}"
+        item_label = items[int(self.item.removeprefix("item"))]
+        zone_label = zones[int(self.zone.removeprefix("zone"))]
+        return f'Drag "{item_label}" into "{zone_label}".', widgets, None
+
+    def outcome(self, screen: Screen) -> bool | None:
+        """Ends when an item lies wholly inside an area; success iff the named item in the named area."""
+        zones = [w for w in screen.window.walk() if isinstance(w, DropZone)]
+        for item in (w for w in screen.window.walk() if isinstance(w, Draggable)):
+            r = item.rect
+            for zone in zones:
+                if zone.rect.contains(r.x, r.y) and zone.rect.contains(r.x + r.w - 1, r.y + r.h - 1):
+                    return item.name == self.item and zone.name == self.zone
+        return None
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        return False  # no buttons: outcome decides
+
+
 FAMILIES: dict[str, type[Task]] = {
     task.name: task
     for task in (
@@ -495,6 +612,8 @@ FAMILIES: dict[str, type[Task]] = {
         CloseDialog,
         FillForm,
         SearchAndClick,
+        NavigateTabs,
+        DragItem,
     )
 }
 """Every family by name."""

@@ -183,6 +183,23 @@ def _search_and_click(instruction: str, quoted: list[str], elements: list[Elemen
     return action or _click(_find(elements, "button", "Search"))
 
 
+def _navigate_tabs(quoted: list[str], elements: list[Element]) -> str:
+    """Click the named tab unless it is selected, then the named button of its page."""
+    tab = _find(elements, "tab", quoted[0])
+    if "selected" not in tab.states:
+        return _click(tab)
+    return _click(_find(elements, "button", quoted[1]))
+
+
+def _drag_item(quoted: list[str], elements: list[Element]) -> str:
+    """Drag the named item from its centre to the centre of the named area."""
+    (x1, y1), (x2, y2) = (
+        _find(elements, "draggable", quoted[0]).center,
+        _find(elements, "region", quoted[1]).center,
+    )
+    return f"drag({x1}, {y1}, {x2}, {y2})"
+
+
 def solve(text: str) -> str:
     """The oracle's next action for one ``text`` observation.
 
@@ -218,6 +235,10 @@ def solve(text: str) -> str:
         return _fill_form(instruction, elements)
     if instruction.startswith("Search for"):
         return _search_and_click(instruction, quoted, elements)
+    if instruction.startswith("Switch to the"):
+        return _navigate_tabs(quoted, elements)
+    if instruction.startswith("Drag"):
+        return _drag_item(quoted, elements)
     raise ValueError(f"gui_oracle: no solver for the instruction {instruction!r}")
 
 

@@ -20,12 +20,16 @@ from omnigym.envs.gui.widgets import (
     Checkbox,
     CloseButton,
     Dialog,
+    Draggable,
     Dropdown,
+    DropZone,
     Label,
     Option,
     OptionList,
     RadioButton,
     Slider,
+    Tab,
+    TabStrip,
     TextField,
     Widget,
     Window,
@@ -115,6 +119,10 @@ class Renderer:
             Slider: self._slider,
             Dialog: self._dialog,
             CloseButton: self._button,
+            TabStrip: self._tab_strip,
+            Tab: self._tab,
+            DropZone: self._drop_zone,
+            Draggable: self._button,
         }
         self._cached: tuple[int, int, np.ndarray] | None = None  # (screen serial, version, frame)
         self._image = Image.new("RGB", (1, 1))  # the frame being painted
@@ -301,3 +309,27 @@ class Renderer:
             (r.x, r.y, r.x + r.w - 1, r.y + bar - 1), fill=TITLE_BG, outline=BORDER, width=t.border
         )
         self._stamp((r.x + t.pad, r.y + bar / 2), widget.label, TITLE_TEXT, "lm")
+
+    def _tab_strip(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        """A line along the bottom of the strip, under the tabs."""
+        r, t = widget.rect, self.theme
+        y = r.y + r.h - t.border
+        draw.rectangle((r.x, y, r.x + r.w - 1, r.y + r.h - 1), fill=BORDER)
+
+    def _tab(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        """A grey tab; the selected one white and open at the bottom, joined to its page."""
+        assert isinstance(widget, Tab)
+        r, t = widget.rect, self.theme
+        selected = widget.states() == ["selected"]
+        self._box(draw, widget, BACKGROUND if selected else BUTTON_BG, focused)
+        if selected and not focused:
+            y = r.y + r.h - t.border
+            draw.rectangle((r.x + t.border, y, r.x + r.w - 1 - t.border, r.y + r.h - 1), fill=BACKGROUND)
+        cx, cy = r.x + r.w / 2, r.y + r.h / 2
+        self._stamp((cx, cy), widget.label, TEXT, "mm")
+
+    def _drop_zone(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        """A tinted box with its label in the top-left corner."""
+        r, t = widget.rect, self.theme
+        self._box(draw, widget, SELECTED_BG, False)
+        self._stamp((r.x + t.pad, r.y + t.pad), widget.label, TEXT, "la")

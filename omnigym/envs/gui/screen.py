@@ -49,6 +49,8 @@ class Screen:
         self._refresh()
         self.focus: Widget | None = None
         self.events: list[Event] = []
+        self.press_point: tuple[int, int] = (0, 0)
+        """Where the last press (of a click or drag) happened; a dragged item moves from it."""
         self.serial = next(_SERIALS)
         """Unique per screen in this process, so a renderer never mistakes a new screen for an old one."""
         self.version = 0
@@ -86,6 +88,15 @@ class Screen:
         self.window.children = list(children)
         self.version += 1
         self._refresh()
+
+    def refresh(self) -> None:
+        """Recompute ``widgets`` after a container changed what it shows (a tab strip's page).
+
+        Focus on a widget no longer shown is cleared.
+        """
+        self._refresh()
+        if self.focus is not None and self.focus not in self.widgets:
+            self.focus = None
 
     def _scope(self) -> list[Widget]:
         """The widgets pointer and focus actions can reach: the topmost layer's, else the window's."""
@@ -143,6 +154,7 @@ class Screen:
         it, then told where the pointer was released. Outside an open layer, a modal layer
         blocks the press; any other closes and swallows it.
         """
+        self.press_point = (x, y)
         target = self.hit(x, y)
         if target is None and self.layers:
             if not self.layers[-1].modal:

@@ -7,7 +7,9 @@ widget and activates it (a button fires, a checkbox toggles, a text field takes 
 edits the focused text field and ``Enter`` in a text field submits its window's default button.
 Radio buttons select one option of their group; a dropdown opens a list of options (a *layer*
 over the page) on click; a slider follows a ``drag`` and the arrow keys; a modal dialog (another
-layer) blocks the page until one of its buttons, or ``Escape``, closes it.
+layer) blocks the page until one of its buttons, or ``Escape``, closes it. A tab strip shows one
+page of widgets at a time: a click on a tab, or the arrow keys, ``Enter`` or ``Space`` on a
+focused tab, switch pages; the hidden pages' widgets are neither reachable nor listed.
 What a widget does is reported to the :class:`~omnigym.envs.gui.screen.Screen` as an
 :class:`Event`, which tasks read to decide success.
 """
@@ -49,8 +51,8 @@ class Event:
     """Something a widget did: an event ``kind`` on the widget ``name``.
 
     Kinds: ``click`` (a button fired; the one kind that commits a task), ``toggle`` (a
-    checkbox), ``select`` (a radio or dropdown option chosen), ``change`` (a slider moved),
-    ``close`` (a dialog closed).
+    checkbox), ``select`` (a radio or dropdown option or a tab chosen), ``change`` (a slider moved),
+    ``close`` (a dialog closed), ``move`` (a draggable item dropped somewhere else).
     """
 
     kind: str
@@ -450,3 +452,110 @@ class CloseButton(Button):
         """Close the dialog."""
         assert self.dialog is not None
         self.dialog.dismiss(screen)
+
+
+@dataclass(eq=False)
+class Tab(Widget):
+    """One tab of a :class:`TabStrip`; a click (or ``Enter``/``Space``) shows its page.
+
+    ``ArrowRight``/``ArrowLeft`` move focus to the next/previous tab, wrapping, and show its page
+    (automatic activation, as in the ARIA tabs pattern).
+    """
+
+    role: ClassVar[str] = "tab"
+    focusable: ClassVar[bool] = True
+    strip: TabStrip | None = None
+    index: int = 0
+
+    def click(self, screen: Screen) -> None:
+        """Show this tab's page."""
+        assert self.strip is not None
+        self.strip.choose(self.index, screen)
+
+    def key(self, key: str, screen: Screen) -> None:
+        """``Enter``/``Space`` show this page; ``ArrowLeft``/``ArrowRight`` focus and show a neighbour."""
+        assert self.strip is not None
+        if key in ("Enter", "Space"):
+            self.click(screen)
+        elif key in ("ArrowLeft", "ArrowRight"):
+            tabs = self.strip.tabs
+            neighbour = tabs[(self.index + (1 if key == "ArrowRight" else -1)) % len(tabs)]
+            screen.focus = neighbour
+            neighbour.click(screen)
+
+    def states(self) -> list[str]:
+        """``selected`` or ``unselected``."""
+        assert self.strip is not None
+        return ["selected" if self.strip.selected == self.index else "unselected"]
+
+
+@dataclass(eq=False)
+class TabStrip(Widget):
+    """A row of :class:`Tab` s (its ``rect``), each with a page of widgets shown below it.
+
+    Only the ``selected`` tab's page is on the screen: the strip walks itself, its tabs, then
+    that page's widgets, so the others are not reachable, focusable or in the accessibility
+    tree. Choosing a tab records a ``select`` event on the strip.
+    """
+
+    role: ClassVar[str] = "tablist"
+    tabs: list[Tab] = field(default_factory=list)
+    pages: list[list[Widget]] = field(default_factory=list)
+    """One list of widgets per tab."""
+    selected: int = 0
+
+    @classmethod
+    def build(
+        cls, name: str, rect: Rect, tabs: list[tuple[Rect, str]], pages: list[list[Widget]], selected: int = 0
+    ) -> TabStrip:
+        """A strip of tabs ``(rect, label)`` named ``<name>.tab<i>``, with their ``pages``."""
+        strip = cls(name, rect, pages=pages, selected=selected)
+        strip.tabs = [
+            Tab(f"{name}.tab{i}", tab_rect, label, strip=strip, index=i)
+            for i, (tab_rect, label) in enumerate(tabs)
+        ]
+        return strip
+
+    def choose(self, index: int, screen: Screen) -> None:
+        """Show page ``index``."""
+        self.selected = index
+        screen.refresh()
+        screen.emit(Event("select", self.name))
+
+    def walk(self) -> Iterator[Widget]:
+        """The strip, its tabs, then the shown page's widgets (with their subtrees)."""
+        yield self
+        yield from self.tabs
+        if self.pages:
+            for widget in self.pages[self.selected]:
+                yield from widget.walk()
+
+
+@dataclass(eq=False)
+class DropZone(Widget):
+    """A labelled area items can be dropped into; inert itself."""
+
+    role: ClassVar[str] = "region"
+
+
+@dataclass(eq=False)
+class Draggable(Widget):
+    """A draggable box: a drag started on it moves it by the pointer's travel, kept on the screen.
+
+    It follows the pointer from where it was pressed (``Screen.press_point``) to the release
+    point and records a ``move`` event; a click (no travel) leaves it in place.
+    """
+
+    role: ClassVar[str] = "draggable"
+    focusable: ClassVar[bool] = True
+
+    def drag(self, x: int, y: int, screen: Screen) -> None:
+        """Move by the travel from the press point to ``(x, y)``."""
+        px, py = screen.press_point
+        if (x, y) == (px, py):
+            return
+        r = self.rect
+        nx = min(max(0, r.x + x - px), screen.width - r.w)
+        ny = min(max(0, r.y + y - py), screen.height - r.h)
+        self.rect = Rect(nx, ny, r.w, r.h)
+        screen.emit(Event("move", self.name))

@@ -11,7 +11,7 @@ from omnigym.envs.gui.env import GUIEnv
 from omnigym.envs.gui.families import FAMILIES
 from omnigym.envs.gui.oracle import parse_observation, solve
 from omnigym.envs.gui.render import Theme
-from omnigym.envs.gui.widgets import Dropdown, Rect, Slider
+from omnigym.envs.gui.widgets import Dropdown, Rect, Slider, TabStrip
 from omnigym.platform.vec_env import make_env
 
 FAMILY_NAMES = list(FAMILIES)
@@ -56,7 +56,14 @@ def test_tasks_fit_the_screen_at_every_size(family: str, size: tuple[int, int]) 
         for rect in [w.rect for w in env.screen.widgets[1:]]:
             assert rect.x >= 0 and rect.y >= theme.instruction_height
             assert rect.x + rect.w <= width and rect.y + rect.h <= height
-        assert_disjoint([w.rect for w in env.screen.window.walk()][1:])
+        # a tab strip contains its tabs: they lie inside it, and everything else is disjoint
+        strips = [w for w in env.screen.window.walk() if isinstance(w, TabStrip)]
+        assert_disjoint([w.rect for w in env.screen.window.walk() if w not in strips][1:])
+        for strip in strips:
+            assert all(strip.rect.contains(t.rect.x, t.rect.y) for t in strip.tabs)
+            assert all(
+                strip.rect.contains(t.rect.x + t.rect.w - 1, t.rect.y + t.rect.h - 1) for t in strip.tabs
+            )
         for layer in env.screen.layers:  # a dialog covers the page; its own widgets lie inside it
             inner = [w.rect for w in layer.walk()][1:]
             assert_disjoint(inner)
@@ -241,3 +248,44 @@ def test_close_dialog_blocks_the_target_until_closed() -> None:
     assert "] dialog " not in obs["text"]
     _, reward, terminated, _, info = env.step(f"click({center_of(obs, 'button', target)})")
     assert (reward, terminated, info["is_success"]) == (1.0, True, True)
+
+
+def test_navigate_tabs_hides_other_pages_and_a_decoy_on_the_shown_page_fails() -> None:
+    env = GUIEnv(task="NavigateTabs", obs_keys=("text",))
+    for seed in range(50):  # an episode with the target's label also on the shown (wrong) page
+        obs, _ = env.reset(seed=seed)
+        instruction, elements = parse_observation(obs["text"])
+        tab_label, button_label = instruction.split('"')[1], instruction.split('"')[3]
+        tab = next(e for e in elements if e.role == "tab" and e.label == tab_label)
+        decoys = [e for e in elements if e.role == "button" and e.label == button_label]
+        if "unselected" in tab.states and decoys:
+            break
+    else:
+        raise AssertionError("no episode with a decoy on the shown page")
+    assert env.screen is not None
+    shown = {w.name for w in env.screen.widgets}
+    strip = env.screen["tabs"]
+    assert isinstance(strip, TabStrip)
+    hidden = [w for p, page in enumerate(strip.pages) if p != strip.selected for w in page]
+    assert hidden and not any(w.name in shown for w in hidden)
+    _, reward, terminated, _, info = env.step(f"click({decoys[0].center[0]}, {decoys[0].center[1]})")
+    assert terminated and not info["is_success"] and reward == -1.0
+
+
+def test_drag_item_ends_when_an_item_lands_in_an_area() -> None:
+    env = GUIEnv(task="DragItem", obs_keys=("text",))
+    obs, _ = env.reset(seed=2)
+    instruction, elements = parse_observation(obs["text"])
+    item_label, zone_label = instruction.split('"')[1], instruction.split('"')[3]
+    item = next(e for e in elements if e.role == "draggable" and e.label == item_label)
+    zone = next(e for e in elements if e.role == "region" and e.label == zone_label)
+    other = next(e for e in elements if e.role == "region" and e.label != zone_label)
+    (x, y), (zx, zy) = item.center, zone.center
+    _, reward, terminated, _, _ = env.step(f"drag({x}, {y}, {zx}, {zone.box[1] - 30})")  # not in
+    assert not terminated and reward == 0.0
+    obs, _ = env.reset(seed=2)
+    _, reward, terminated, _, info = env.step(f"drag({x}, {y}, {other.center[0]}, {other.center[1]})")
+    assert terminated and not info["is_success"] and reward == -1.0
+    obs, _ = env.reset(seed=2)
+    _, reward, terminated, _, info = env.step(f"drag({x}, {y}, {zx}, {zy})")
+    assert terminated and info["is_success"] and reward == 1.0

@@ -9,12 +9,16 @@ from omnigym.envs.gui.widgets import (
     Checkbox,
     CloseButton,
     Dialog,
+    Draggable,
     Dropdown,
+    DropZone,
     Event,
     Label,
     RadioButton,
     Rect,
     Slider,
+    Tab,
+    TabStrip,
     TextField,
     Widget,
     Window,
@@ -338,3 +342,91 @@ def test_dialog_closes_on_escape_and_by_its_button_and_is_listed_last() -> None:
     screen, _ = dialog_screen()
     click(screen, "close")
     assert screen.layers == [] and screen.events == [Event("close", "dlg")]
+
+
+def make_tabs(selected: int = 0) -> tuple[Screen, TabStrip]:
+    pages: list[list[Widget]] = [
+        [Button("a.ok", Rect(10, 100, 40, 20), "OK"), Button("a.save", Rect(60, 100, 40, 20), "Save")],
+        [Button("b.ok", Rect(10, 130, 40, 20), "OK")],
+        [],
+    ]
+    tabs = [(Rect(10 + 40 * i, 60, 40, 20), label) for i, label in enumerate(("One", "Two", "Three"))]
+    strip = TabStrip.build("tabs", Rect(10, 60, 140, 20), tabs, pages, selected)
+    window = Window("window", Rect(0, 0, 160, 210), children=[strip])
+    return Screen(160, 210, "Tabs.", Rect(0, 0, 160, 50), window), strip
+
+
+def test_tab_click_shows_its_page_only() -> None:
+    screen, strip = make_tabs()
+    assert [w.name for w in screen.widgets] == [
+        "window",
+        "tabs",
+        "tabs.tab0",
+        "tabs.tab1",
+        "tabs.tab2",
+        "a.ok",
+        "a.save",
+    ]
+    tree = screen.accessibility_tree()
+    assert '"One" (10, 60, 40, 20) selected' in tree and '"Two" (50, 60, 40, 20) unselected' in tree
+    assert "tablist" in tree and "b.ok" not in [w.name for w in screen.widgets]
+    screen.apply(GUIAction("click", x=15, y=135))  # b.ok's place: hidden, so nothing there
+    assert screen.events == []
+    click(screen, "tabs.tab1")
+    assert strip.selected == 1 and screen.focus is screen["tabs.tab1"]
+    assert Event("select", "tabs") in screen.events
+    assert [w.name for w in screen.widgets][-1] == "b.ok" and "a.ok" not in [w.name for w in screen.widgets]
+    screen.apply(GUIAction("click", x=15, y=105))  # a.ok's place: hidden now
+    assert not any(e.kind == "click" for e in screen.events)
+    click(screen, "b.ok")
+    assert screen.events[-1] == Event("click", "b.ok")
+    click(screen, "tabs.tab2")  # an empty page
+    assert [w.role for w in screen.widgets][-1] == "tab"
+
+
+def test_tab_keys_move_and_activate_and_tab_order_skips_hidden_pages() -> None:
+    screen, strip = make_tabs(selected=1)
+    key(screen, "Tab")
+    assert screen.focus is screen["tabs.tab0"]
+    key(screen, "Enter")
+    assert strip.selected == 0
+    key(screen, "ArrowLeft")  # wraps to the last tab and shows it
+    assert strip.selected == 2 and screen.focus is screen["tabs.tab2"]
+    key(screen, "ArrowRight")
+    assert strip.selected == 0 and screen.focus is screen["tabs.tab0"]
+    key(screen, "ArrowRight")
+    key(screen, "Tab")
+    key(screen, "Tab")
+    assert screen.focus is screen["b.ok"]
+    key(screen, "Tab")  # wraps back to the first tab: a.ok and a.save are hidden
+    assert screen.focus is screen["tabs.tab0"]
+    key(screen, "ArrowRight")
+    key(screen, "Space")  # Space on the focused tab keeps its page shown
+    assert strip.selected == 1
+    tab = screen["tabs.tab1"]
+    assert isinstance(tab, Tab) and tab.states() == ["selected"]
+
+
+def test_focus_on_a_hidden_page_is_cleared() -> None:
+    screen, strip = make_tabs()
+    click(screen, "a.ok")
+    assert screen.focus is screen["a.ok"]
+    strip.choose(1, screen)  # a task switching pages directly
+    assert screen.focus is None
+
+
+def test_a_draggable_follows_the_pointer_travel_and_stays_on_the_screen() -> None:
+    zone = DropZone("zone", Rect(10, 150, 80, 40), "Bin")
+    item = Draggable("item", Rect(20, 70, 30, 15), "apple")
+    window = Window("window", Rect(0, 0, 160, 210), children=[zone, item])
+    screen = Screen(160, 210, "Drag.", Rect(0, 0, 160, 50), window)
+    assert 'draggable "apple" (20, 70, 30, 15)' in screen.accessibility_tree()
+    assert 'region "Bin" (10, 150, 80, 40)' in screen.accessibility_tree()
+    click(screen, "item")  # no travel: stays, takes focus
+    assert item.rect == Rect(20, 70, 30, 15) and screen.focus is item and screen.events == []
+    screen.apply(GUIAction("drag", x=25, y=75, x2=45, y2=165))  # grabbed off-centre
+    assert item.rect == Rect(40, 160, 30, 15) and screen.events == [Event("move", "item")]
+    screen.apply(GUIAction("drag", x=41, y=161, x2=159, y2=209))  # clamped to the screen
+    assert item.rect == Rect(130, 195, 30, 15)
+    screen.apply(GUIAction("drag", x=12, y=152, x2=100, y2=100))  # a zone is inert
+    assert zone.rect == Rect(10, 150, 80, 40)
