@@ -76,6 +76,7 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     _gui("SearchAndClick", max_episode_steps=10),
     _gui("NavigateTabs", max_episode_steps=6),
     _gui("DragItem", max_episode_steps=6),
+    _gui("MultiWindow", max_episode_steps=15),
 ]
 
 

@@ -16,6 +16,7 @@ from omnigym.envs.gui import layout
 from omnigym.envs.gui.render import Theme
 from omnigym.envs.gui.screen import Screen
 from omnigym.envs.gui.widgets import (
+    AppWindow,
     Button,
     Checkbox,
     CloseButton,
@@ -600,6 +601,98 @@ class DragItem(Task):
         return False  # no buttons: outcome decides
 
 
+SETTINGS_LABELS = ("Dark mode", "Sound", "Sync", "Alerts", "Wi-Fi")
+NOTE_WORDS = WORDS
+
+
+class MultiWindow(Task):
+    """A sequence of steps across 2-3 overlapping windows ("Notes", "Settings", maybe "Mail").
+
+    Type a word into the field of Notes or Mail, tick or untick one named box in Settings, in
+    the instructed order, then click the final button ("Save" in Notes or "Send" in Mail). A press on a window
+    brings it to the front, and only the front window's widgets at a point receive clicks. The
+    episode ends at the first button click: success iff it is the final button and every field
+    and box then holds what the instruction asks (the others unchanged).
+    """
+
+    name: ClassVar[str] = "MultiWindow"
+    max_steps: ClassVar[int] = 15
+
+    def _build(self, rng: np.random.Generator, area: Rect) -> tuple[str, list[Widget], str | None]:
+        t = self.theme
+        bar = t.line_height + t.pad
+        row, list_row = layout.row_height(t), layout.list_row_height(t)
+        count = int(rng.integers(2, 4))
+        win_w = area.w * 3 // 4
+        offset = bar + t.pad
+        windows: list[AppWindow] = []
+        self.fields: dict[str, str] = {}
+        self.boxes: dict[str, bool] = {}
+        steps: list[str] = []
+        finals: list[tuple[str, str, str]] = []
+        typed: list[tuple[str, str, str]] = []
+        for i, title in enumerate(("Notes", "Settings", "Mail")[:count]):
+            x = area.x + (i * (area.w - win_w)) // max(1, count - 1)
+            y = area.y + i * offset
+            inner = x + t.pad
+            top = y + bar + t.pad
+            children: list[Widget] = []
+            if title == "Settings":
+                labels = [str(w) for w in rng.choice(SETTINGS_LABELS, size=3, replace=False)]
+                for j, label in enumerate(labels):
+                    box = Checkbox(
+                        f"settings.box{j}",
+                        Rect(inner, top + j * list_row, win_w - 2 * t.pad, list_row),
+                        label,
+                        checked=bool(rng.random() < 0.5),
+                    )
+                    children.append(box)
+                    self.boxes[box.name] = box.checked
+                j = int(rng.integers(3))
+                self.boxes[f"settings.box{j}"] = not self.boxes[f"settings.box{j}"]
+                verb = "tick" if self.boxes[f"settings.box{j}"] else "untick"
+                steps.append(f'Settings: {verb} "{labels[j]}"')
+                button_label, height = "Apply", 3 * list_row + t.pad
+            else:
+                key = title.lower()
+                label = "Title" if title == "Notes" else "To"
+                field_name = f"{key}.field"
+                children.append(
+                    TextField(field_name, Rect(inner, top, win_w - 2 * t.pad, row), label, placeholder=label)
+                )
+                word = str(rng.choice(NOTE_WORDS if title == "Notes" else NAMES))
+                self.fields[field_name] = ""
+                typed.append((field_name, f'{title}: type "{word}"', word))
+                button_label, height = ("Save" if title == "Notes" else "Send"), row + t.pad
+                finals.append((f"{key}.button", button_label, title))
+            button = self._button(f"{title.lower()}.button", button_label, inner, top + height)
+            children.append(button)
+            win_h = bar + t.pad + height + button.rect.h + t.pad
+            windows.append(AppWindow(f"{title.lower()}", Rect(x, y, win_w, win_h), title, children=children))
+        field_name, step, word = typed[int(rng.integers(len(typed)))]  # one field to type into
+        self.fields[field_name] = word
+        steps.append(step)
+        self.target, final_label, final_title = finals[int(rng.integers(len(finals)))]
+        order = rng.permutation(len(steps))
+        ordered = [steps[int(k)] for k in order]
+        instruction = "; ".join(ordered) + f'; then click "{final_label}" in {final_title}.'
+        z = rng.permutation(len(windows))
+        return instruction, [windows[int(k)] for k in z], None
+
+    def _judge(self, screen: Screen, clicked: str) -> bool:
+        if clicked != self.target:
+            return False
+        for name, value in self.fields.items():
+            field = screen[name]
+            if not isinstance(field, TextField) or field.value != value:
+                return False
+        for name, checked in self.boxes.items():
+            box = screen[name]
+            if not isinstance(box, Checkbox) or box.checked != checked:
+                return False
+        return True
+
+
 FAMILIES: dict[str, type[Task]] = {
     task.name: task
     for task in (
@@ -614,6 +707,7 @@ FAMILIES: dict[str, type[Task]] = {
         SearchAndClick,
         NavigateTabs,
         DragItem,
+        MultiWindow,
     )
 }
 """Every family by name."""

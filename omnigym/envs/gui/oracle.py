@@ -200,6 +200,59 @@ def _drag_item(quoted: list[str], elements: list[Element]) -> str:
     return f"drag({x1}, {y1}, {x2}, {y2})"
 
 
+_STEP = re.compile(r'(Notes|Settings|Mail): (type|tick|untick) "((?:[^"\\]|\\.)*)"')
+_FINAL = re.compile(r'then click "((?:[^"\\]|\\.)*)" in (\w+)\.$')
+
+
+def _windows(elements: list[Element]) -> list[tuple[Element, list[Element]]]:
+    """Each titled window (tree order = paint order, front last) with the elements inside it."""
+    groups: list[tuple[Element, list[Element]]] = []
+    for element in elements:
+        if element.role == "window" and element.label:
+            groups.append((element, []))
+        elif groups:
+            groups[-1][1].append(element)
+    return groups
+
+
+def _raise(groups: list[tuple[Element, list[Element]]], index: int) -> str:
+    """Click a point of window ``index``'s title row that no window in front of it covers."""
+    x0, y0, w, _ = groups[index][0].box
+    above = [g[0].box for g in groups[index + 1 :]]
+    y = y0 + 2
+    for x in range(x0 + 2, x0 + w - 2):
+        if not any(bx <= x < bx + bw and by <= y < by + bh for bx, by, bw, bh in above):
+            return f"click({x}, {y})"
+    raise ValueError("gui_oracle: the window's title bar is covered")
+
+
+def _multi_window(instruction: str, elements: list[Element]) -> str:
+    """Do each step in its window (raising the window first), then click the final button."""
+    groups = _windows(elements)
+    titles = [g[0].label for g in groups]
+    for title, verb, target in _STEP.findall(instruction):
+        index = titles.index(_unescape(title))
+        window, inside = groups[index]
+        front = "front" in window.states
+        if verb == "type":
+            field = _find(inside, "textbox")
+            action = _fill(field, _unescape(target))
+            if action is None:
+                continue
+            if not front:
+                return _raise(groups, index)
+            return action
+        box = _find(inside, "checkbox", _unescape(target))
+        if ("checked" in box.states) != (verb.lower() == "tick"):
+            return _click(box) if front else _raise(groups, index)
+    final = _FINAL.search(instruction)
+    assert final is not None
+    index = titles.index(_unescape(final.group(2)))
+    if "front" not in groups[index][0].states:
+        return _raise(groups, index)
+    return _click(_find(groups[index][1], "button", _unescape(final.group(1))))
+
+
 def solve(text: str) -> str:
     """The oracle's next action for one ``text`` observation.
 
@@ -237,6 +290,8 @@ def solve(text: str) -> str:
         return _search_and_click(instruction, quoted, elements)
     if instruction.startswith("Switch to the"):
         return _navigate_tabs(quoted, elements)
+    if _STEP.match(instruction):
+        return _multi_window(instruction, elements)
     if instruction.startswith("Drag"):
         return _drag_item(quoted, elements)
     raise ValueError(f"gui_oracle: no solver for the instruction {instruction!r}")

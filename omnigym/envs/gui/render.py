@@ -16,6 +16,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from omnigym.envs.gui.screen import Screen
 from omnigym.envs.gui.widgets import (
+    AppWindow,
     Button,
     Checkbox,
     CloseButton,
@@ -123,6 +124,7 @@ class Renderer:
             Tab: self._tab,
             DropZone: self._drop_zone,
             Draggable: self._button,
+            AppWindow: self._dialog,
         }
         self._cached: tuple[int, int, np.ndarray] | None = None  # (screen serial, version, frame)
         self._image = Image.new("RGB", (1, 1))  # the frame being painted

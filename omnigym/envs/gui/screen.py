@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Sequence
 
 from omnigym.envs.gui.actions import GUIAction
-from omnigym.envs.gui.widgets import Button, Event, Layer, Rect, Widget, Window
+from omnigym.envs.gui.widgets import AppWindow, Button, Event, Layer, Rect, Widget, Window
 
 _SERIALS = itertools.count()
 
@@ -47,6 +47,7 @@ class Screen:
         self.widgets: list[Widget] = []
         self._by_name: dict[str, Widget] = {}
         self._refresh()
+        self._mark_front()
         self.focus: Widget | None = None
         self.events: list[Event] = []
         self.press_point: tuple[int, int] = (0, 0)
@@ -97,6 +98,28 @@ class Screen:
         self._refresh()
         if self.focus is not None and self.focus not in self.widgets:
             self.focus = None
+
+    def _mark_front(self) -> None:
+        windows = [w for w in self.window.children if isinstance(w, AppWindow)]
+        for w in windows:
+            w.front = w is windows[-1]
+
+    def raise_window(self, window: AppWindow) -> None:
+        """Bring ``window`` (a child of the root window) to the front: painted last, hit first."""
+        children = self.window.children
+        if window in children and children[-1] is not window:
+            children.remove(window)
+            children.append(window)
+            self.version += 1
+            self._refresh()
+            self._mark_front()
+
+    def _owner(self, widget: Widget) -> AppWindow | None:
+        """The :class:`AppWindow` that holds ``widget`` (or is it), if any."""
+        for child in self.window.children:
+            if isinstance(child, AppWindow) and any(w is widget for w in child.walk()):
+                return child
+        return None
 
     def _scope(self) -> list[Widget]:
         """The widgets pointer and focus actions can reach: the topmost layer's, else the window's."""
@@ -161,6 +184,9 @@ class Screen:
                 self.layers[-1].dismiss(self)
             return
         self.focus = target if target is not None and target.focusable else None
+        owner = self._owner(target) if target is not None else None
+        if owner is not None:
+            self.raise_window(owner)
         if target is not None:
             if target.rect.contains(x2, y2):
                 target.click(self)

@@ -559,3 +559,28 @@ class Draggable(Widget):
         ny = min(max(0, r.y + y - py), screen.height - r.h)
         self.rect = Rect(nx, ny, r.w, r.h)
         screen.emit(Event("move", self.name))
+
+
+@dataclass(eq=False)
+class AppWindow(Widget):
+    """An overlapping application window: a title bar (its ``label``) over its ``children``.
+
+    Windows are children of the screen's root :class:`Window`, painted in order: the last is in
+    front and occludes the others, so a point reaches only the frontmost window there. A press
+    anywhere on a window (its title bar, body or a widget in it) brings it to the front first
+    (:meth:`~omnigym.envs.gui.screen.Screen.raise_window`). The tree marks it ``front`` or ``back``.
+    """
+
+    role: ClassVar[str] = "window"
+    children: list[Widget] = field(default_factory=list)
+    front: bool = False
+
+    def walk(self) -> Iterator[Widget]:
+        """The window, then each child's subtree."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+    def states(self) -> list[str]:
+        """``front`` or ``back``."""
+        return ["front" if self.front else "back"]

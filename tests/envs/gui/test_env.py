@@ -11,7 +11,7 @@ from omnigym.envs.gui.env import GUIEnv
 from omnigym.envs.gui.families import FAMILIES
 from omnigym.envs.gui.oracle import parse_observation, solve
 from omnigym.envs.gui.render import Theme
-from omnigym.envs.gui.widgets import Dropdown, Rect, Slider, TabStrip
+from omnigym.envs.gui.widgets import AppWindow, Dropdown, Rect, Slider, TabStrip
 from omnigym.platform.vec_env import make_env
 
 FAMILY_NAMES = list(FAMILIES)
@@ -58,7 +58,20 @@ def test_tasks_fit_the_screen_at_every_size(family: str, size: tuple[int, int]) 
             assert rect.x + rect.w <= width and rect.y + rect.h <= height
         # a tab strip contains its tabs: they lie inside it, and everything else is disjoint
         strips = [w for w in env.screen.window.walk() if isinstance(w, TabStrip)]
-        assert_disjoint([w.rect for w in env.screen.window.walk() if w not in strips][1:])
+        # overlapping windows: each one's widgets are disjoint and lie inside it, below its title
+        windows = [w for w in env.screen.window.children if isinstance(w, AppWindow)]
+        in_windows = {id(w) for window in windows for w in window.walk()}
+        for window in windows:
+            inner = [w.rect for w in window.walk()][1:]
+            assert_disjoint(inner)
+            assert all(
+                window.rect.contains(r.x, r.y + 1 - theme.line_height - theme.pad)
+                and window.rect.contains(r.x + r.w - 1, r.y + r.h - 1)
+                for r in inner
+            )
+        assert_disjoint(
+            [w.rect for w in env.screen.window.walk() if w not in strips and id(w) not in in_windows][1:]
+        )
         for strip in strips:
             assert all(strip.rect.contains(t.rect.x, t.rect.y) for t in strip.tabs)
             assert all(

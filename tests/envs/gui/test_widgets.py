@@ -5,6 +5,7 @@ from __future__ import annotations
 from omnigym.envs.gui.actions import GUIAction
 from omnigym.envs.gui.screen import Screen
 from omnigym.envs.gui.widgets import (
+    AppWindow,
     Button,
     Checkbox,
     CloseButton,
@@ -430,3 +431,53 @@ def test_a_draggable_follows_the_pointer_travel_and_stays_on_the_screen() -> Non
     assert item.rect == Rect(130, 195, 30, 15)
     screen.apply(GUIAction("drag", x=12, y=152, x2=100, y2=100))  # a zone is inert
     assert zone.rect == Rect(10, 150, 80, 40)
+
+
+def make_windows() -> Screen:
+    back = AppWindow(
+        "notes",
+        Rect(10, 60, 100, 80),
+        "Notes",
+        children=[
+            TextField("notes.field", Rect(14, 80, 90, 20), "Title"),
+            Button("notes.ok", Rect(50, 115, 40, 20), "OK"),
+        ],
+    )
+    front = AppWindow(
+        "settings",
+        Rect(40, 90, 100, 80),
+        "Settings",
+        children=[Checkbox("settings.box", Rect(44, 110, 90, 15), "Dark mode")],
+    )
+    window = Window("window", Rect(0, 0, 160, 210), children=[back, front])
+    return Screen(160, 210, "Windows.", Rect(0, 0, 160, 50), window)
+
+
+def test_the_front_window_occludes_the_back_one_and_a_press_raises_a_window() -> None:
+    screen = make_windows()
+    notes, settings = screen["notes"], screen["settings"]
+    assert isinstance(notes, AppWindow) and isinstance(settings, AppWindow)
+    assert settings.front and not notes.front
+    assert '"Notes" (10, 60, 100, 80) back' in screen.accessibility_tree()
+    # the OK button's centre (70, 125) lies under Settings: the click reaches Settings, not OK
+    assert screen.hit(70, 125) is settings
+    screen.apply(GUIAction("click", x=70, y=125))
+    assert not screen.events
+    # the Notes title bar is visible: clicking it brings Notes to the front
+    screen.apply(GUIAction("click", x=20, y=62))
+    assert notes.front and not settings.front
+    assert screen.widgets.index(notes) > screen.widgets.index(screen["settings.box"])
+    assert '"Notes" (10, 60, 100, 80) front' in screen.accessibility_tree()
+    click(screen, "notes.ok")
+    assert screen.events == [Event("click", "notes.ok")]
+    # the checkbox is now under Notes; its visible part raises Settings and toggles it
+    screen.apply(GUIAction("click", x=120, y=115))
+    assert settings.front and screen["settings.box"].states() == ["checked"]
+
+
+def test_clicking_a_widget_of_a_back_window_raises_it_and_acts() -> None:
+    screen = make_windows()
+    screen.apply(GUIAction("click", x=20, y=85))  # the Notes field, left of Settings
+    assert screen.focus is screen["notes.field"] and screen["notes"].front
+    type_text(screen, "abc")
+    assert screen["notes.field"].states() == ['value="abc"']
