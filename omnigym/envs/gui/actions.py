@@ -16,21 +16,26 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+import numpy as np
 
 ActionKind = Literal["click", "double_click", "type", "key", "scroll", "drag"]
+ACTION_KINDS: tuple[ActionKind, ...] = ("click", "double_click", "type", "key", "scroll", "drag")
+"""The action kinds in the order of the structured space's ``kind`` index."""
 
 ACTION_CHARSET = string.printable
 """Characters of the env's ``Text`` action space: printable ASCII and whitespace."""
 ACTION_MAX_LENGTH = 256
 """Longest action text accepted; longer texts are invalid without being scanned."""
-KEY_NAMES = frozenset(
-    {
-        "Enter", "Tab", "Shift+Tab", "Backspace", "Delete", "Escape", "Space",
-        "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End",
-    }
+KEYS: tuple[str, ...] = (
+    "Enter", "Tab", "Shift+Tab", "Backspace", "Delete", "Escape", "Space",
+    "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Home", "End",
 )  # fmt: skip
+"""Key names in the order of the structured space's ``key`` index."""
+KEY_NAMES = frozenset(KEYS)
 """Key names ``key(...)`` accepts (DOM ``KeyboardEvent.key`` spelling, case-insensitive)."""
 _KEYS_BY_LOWER = {name.lower(): name for name in KEY_NAMES}
 
@@ -97,6 +102,81 @@ class GUIAction:
             "drag": (self.x, self.y, self.x2, self.y2),
         }[self.kind]
         return f"{self.kind}({', '.join(str(n) for n in numbers)})"
+
+    def to_structured(self) -> dict[str, Any]:
+        """The action as a sample of the structured action space (unused fields 0 or "")."""
+        return {
+            "kind": ACTION_KINDS.index(self.kind),
+            "x": np.int64(self.x),
+            "y": np.int64(self.y),
+            "x2": np.int64(self.x2),
+            "y2": np.int64(self.y2),
+            "dy": np.int64(self.dy),
+            "text": self.text if self.kind == "type" else "",
+            "key": KEYS.index(self.text) if self.kind == "key" else 0,
+        }
+
+    @classmethod
+    def from_structured(cls, action: object, max_length: int = ACTION_MAX_LENGTH) -> GUIAction:
+        """The action a sample of the structured action space stands for.
+
+        ``action`` is a mapping with ``kind`` (index into :data:`ACTION_KINDS`) and the fields
+        that kind uses: ``x``, ``y`` (click, double_click, scroll, drag), ``x2``, ``y2`` (drag),
+        ``dy`` (scroll), ``text`` (type), ``key`` (index into :data:`KEYS`). Numbers may be
+        Python or NumPy scalars or one-element arrays; fractions are rounded. Fields the kind
+        does not use are ignored. Screen bounds are the env's to check.
+
+        Raises:
+            ActionParseError: on a missing field, an index out of range or a value of the
+                wrong type, as :func:`parse_action` does for malformed text.
+        """
+        if not isinstance(action, Mapping):
+            raise ActionParseError(f"structured action must be a mapping, got {type(action).__name__}")
+        kind = ACTION_KINDS[_index(action, "kind", len(ACTION_KINDS))]
+        if kind == "type":
+            text = action.get("text")
+            if not isinstance(text, str):
+                raise ActionParseError(f"type needs a str 'text', got {type(text).__name__}")
+            if len(text) > max_length:
+                raise ActionParseError(f"text is {len(text)} characters, more than {max_length}")
+            return cls(kind="type", text=text)
+        if kind == "key":
+            return cls(kind="key", text=KEYS[_index(action, "key", len(KEYS))])
+        x, y = _number(action, "x"), _number(action, "y")
+        if kind == "scroll":
+            return cls(kind="scroll", x=x, y=y, dy=_number(action, "dy"))
+        if kind == "drag":
+            return cls(kind="drag", x=x, y=y, x2=_number(action, "x2"), y2=_number(action, "y2"))
+        return cls(kind=kind, x=x, y=y)
+
+
+_MAX_NUMBER = 10**9
+
+
+def _scalar(action: Mapping[Any, Any], name: str) -> float:
+    if name not in action:
+        raise ActionParseError(f"structured action lacks {name!r}")
+    value = action[name]
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(()).item()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ActionParseError(f"{name!r} must be a number, got {type(value).__name__}")
+    if not abs(value) < _MAX_NUMBER:  # also rejects nan
+        raise ActionParseError(f"{name!r} is out of range: {value}")
+    return value
+
+
+def _number(action: Mapping[Any, Any], name: str) -> int:
+    return round(_scalar(action, name))
+
+
+def _index(action: Mapping[Any, Any], name: str, n: int) -> int:
+    value = _scalar(action, name)
+    if value != int(value) or not 0 <= value < n:
+        raise ActionParseError(f"{name!r} must be an index in 0..{n - 1}, got {value}")
+    return int(value)
 
 
 def _unescape(body: str) -> str:

@@ -2,7 +2,8 @@
 
 Observations are a ``Dict`` with the well-known keys: ``image`` (uint8 ``[H, W, 3]``
 screenshot) and ``text`` (the instruction, then the accessibility tree). Actions are text in the
-grammar of ``actions.py``. The screenshot is painted only when ``image`` is emitted or
+grammar of ``actions.py`` (or, with ``action_space="structured"``, a ``Dict`` read by
+``GUIAction.from_structured``). The screenshot is painted only when ``image`` is emitted or
 ``render()`` is called, and repainted only when an action may have changed it.
 """
 
@@ -19,7 +20,9 @@ from gymnasium import spaces
 
 from omnigym.envs.gui.actions import (
     ACTION_CHARSET,
+    ACTION_KINDS,
     ACTION_MAX_LENGTH,
+    KEYS,
     ActionParseError,
     GUIAction,
     parse_action,
@@ -38,6 +41,8 @@ SUCCESS_REWARD, FAILURE_REWARD = 1.0, -1.0
 MIN_SIZE = 160
 """Smallest screen side: every family's widgets fit from 160x160 up (tested)."""
 Latency = float | tuple[float, float]
+ACTION_SPACES = ("text", "structured")
+"""Values of ``GUIConfig.action_space``."""
 
 
 @dataclass
@@ -57,6 +62,10 @@ class GUIConfig:
     invalid_action_penalty: float = -0.1
     """Reward of a step whose action is malformed or points off the screen (the action does
     nothing; ``info["action_valid"]`` is False)."""
+    action_space: str = "text"
+    """``"text"``: one call of the grammar per step (``Text`` space). ``"structured"``: a
+    ``Dict`` of ``kind`` (index into ``ACTION_KINDS``), ``x``, ``y``, ``x2``, ``y2``, ``dy``,
+    ``text`` and ``key`` (index into ``KEYS``), read by ``GUIAction.from_structured``."""
     latency: Latency = 0.0
     """Seconds each step sleeps (simulated UI latency): a fixed delay or a ``(low, high)``
     uniform range drawn from a generator of its own (observations never depend on it)."""
@@ -65,6 +74,8 @@ class GUIConfig:
         if self.task not in FAMILIES:
             raise ValueError(f"unknown GUI task {self.task!r}; known: {', '.join(FAMILIES)}")
         self.obs_keys = tuple(self.obs_keys)
+        if self.action_space not in ACTION_SPACES:
+            raise ValueError(f"action_space must be one of {ACTION_SPACES}, got {self.action_space!r}")
         if not self.obs_keys or set(self.obs_keys) - set(OBS_KEYS):
             raise ValueError(f"obs_keys must be a non-empty subset of {OBS_KEYS}, got {self.obs_keys}")
         if self.width < MIN_SIZE or self.height < MIN_SIZE:
@@ -82,7 +93,27 @@ class GUIConfig:
         return float(self.latency), float(self.latency)
 
 
-class GUIEnv(gym.Env[dict[str, Any], str]):
+def structured_action_space(width: int, height: int) -> spaces.Dict:
+    """The ``action_space="structured"`` space of a ``width`` x ``height`` screen."""
+
+    def coordinate(size: int) -> spaces.Box:
+        return spaces.Box(0, size - 1, (), np.int64)
+
+    return spaces.Dict(
+        {
+            "kind": spaces.Discrete(len(ACTION_KINDS)),
+            "x": coordinate(width),
+            "y": coordinate(height),
+            "x2": coordinate(width),
+            "y2": coordinate(height),
+            "dy": spaces.Box(-height, height, (), np.int64),
+            "text": spaces.Text(max_length=ACTION_MAX_LENGTH, min_length=0, charset=ACTION_CHARSET),
+            "key": spaces.Discrete(len(KEYS)),
+        }
+    )
+
+
+class GUIEnv(gym.Env[dict[str, Any], Any]):
     """A synthetic GUI task: instruction + screenshot in, one text action per step out.
 
     Rewards: ``+1`` when the task is solved, ``-1`` when it is committed wrongly (wrong button,
@@ -103,7 +134,12 @@ class GUIEnv(gym.Env[dict[str, Any], str]):
         self.theme = Theme(width, height)
         self.task: Task = FAMILIES[self.config.task](width, height, self.theme)
         self.renderer = Renderer(self.theme)
-        self.action_space = spaces.Text(max_length=ACTION_MAX_LENGTH, min_length=0, charset=ACTION_CHARSET)
+        self._structured = self.config.action_space == "structured"
+        self.action_space: spaces.Space[Any] = (
+            structured_action_space(width, height)
+            if self._structured
+            else spaces.Text(max_length=ACTION_MAX_LENGTH, min_length=0, charset=ACTION_CHARSET)
+        )
         every: dict[str, spaces.Space] = {
             OBS_IMAGE: spaces.Box(0, 255, (height, width, 3), np.uint8),
             OBS_TEXT: spaces.Text(max_length=TEXT_MAX_LENGTH, min_length=1, charset=TEXT_CHARSET),
@@ -125,8 +161,10 @@ class GUIEnv(gym.Env[dict[str, Any], str]):
         self._done = False
         return self._observation(), {"is_success": False}
 
-    def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         """Parse ``action``, apply it to the screen and judge the task.
+
+        ``action`` is a text, or a ``Dict`` sample with ``action_space="structured"``.
 
         A malformed action or one with a point off the screen changes nothing and costs
         ``invalid_action_penalty``; it never raises.
@@ -136,7 +174,9 @@ class GUIEnv(gym.Env[dict[str, Any], str]):
         latency = self._sleep()
         error = ""
         try:
-            parsed: GUIAction | None = parse_action(action)
+            parsed: GUIAction | None = (
+                GUIAction.from_structured(action) if self._structured else parse_action(action)
+            )
         except ActionParseError as exc:
             parsed, error = None, str(exc)
         if parsed is not None and not all(self.screen.on_screen(x, y) for x, y in parsed.points()):

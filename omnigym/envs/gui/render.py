@@ -25,9 +25,12 @@ from omnigym.envs.gui.widgets import (
     Dropdown,
     DropZone,
     Label,
+    ListBox,
+    ListItem,
     Option,
     OptionList,
     RadioButton,
+    ScrollArea,
     Slider,
     Tab,
     TabStrip,
@@ -125,6 +128,9 @@ class Renderer:
             DropZone: self._drop_zone,
             Draggable: self._button,
             AppWindow: self._dialog,
+            ScrollArea: self._option_list,
+            ListBox: self._list_box,
+            ListItem: self._list_item,
         }
         self._cached: tuple[int, int, np.ndarray] | None = None  # (screen serial, version, frame)
         self._image = Image.new("RGB", (1, 1))  # the frame being painted
@@ -282,6 +288,18 @@ class Renderer:
         r, t = widget.rect, self.theme
         if widget.states():
             inset = t.border
+            draw.rectangle((r.x + inset, r.y, r.x + r.w - 1 - inset, r.y + r.h - 1), fill=SELECTED_BG)
+        self._text_left(draw, r.x + t.pad, widget, widget.label, TEXT)
+
+    def _list_box(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        self._box(draw, widget, BACKGROUND, focused)
+
+    def _list_item(self, draw: ImageDraw.ImageDraw, widget: Widget, focused: bool) -> None:
+        """A row; the selected one tinted (inside the list's frame)."""
+        assert isinstance(widget, ListItem)
+        r, t = widget.rect, self.theme
+        if widget.states():
+            inset = t.border * 2
             draw.rectangle((r.x + inset, r.y, r.x + r.w - 1 - inset, r.y + r.h - 1), fill=SELECTED_BG)
         self._text_left(draw, r.x + t.pad, widget, widget.label, TEXT)
 

@@ -10,7 +10,7 @@ import itertools
 from collections.abc import Sequence
 
 from omnigym.envs.gui.actions import GUIAction
-from omnigym.envs.gui.widgets import AppWindow, Button, Event, Layer, Rect, Widget, Window
+from omnigym.envs.gui.widgets import AppWindow, Button, Event, Layer, Rect, ScrollArea, Widget, Window
 
 _SERIALS = itertools.count()
 
@@ -149,9 +149,13 @@ class Screen:
     def apply(self, action: GUIAction) -> None:
         """Carry out ``action`` (its points must be on the screen).
 
-        ``drag`` moves a slider; ``scroll`` reaches widgets that scroll, of which there are none
-        yet, so it changes nothing.
+        ``drag`` moves a slider; ``scroll`` scrolls the topmost reachable
+        :class:`~omnigym.envs.gui.widgets.ScrollArea` under the point and elsewhere changes
+        nothing; it bumps ``version`` only when an offset changed.
         """
+        if action.kind == "scroll":
+            self._scroll(action.x, action.y, action.dy)
+            return
         if action.kind in ("click", "double_click", "drag") and self._changes_nothing(action.x, action.y):
             return  # the last frame still shows the screen
         self.version += 1
@@ -165,6 +169,13 @@ class Screen:
                 self.focus.type_text(action.text, self)
         elif action.kind == "key":
             self._key(action.text)
+
+    def _scroll(self, x: int, y: int, dy: int) -> None:
+        """Scroll the topmost reachable scroll area under ``(x, y)`` by ``dy`` pixels, if any."""
+        for widget in reversed(self._scope()):
+            if isinstance(widget, ScrollArea) and widget.rect.contains(x, y):
+                widget.scroll_by(dy, self)
+                return
 
     def _changes_nothing(self, x: int, y: int) -> bool:
         """Whether a press at ``(x, y)`` hits no widget with nothing to close or unfocus."""

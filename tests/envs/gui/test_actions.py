@@ -5,9 +5,14 @@ from __future__ import annotations
 import random
 import time
 
+import numpy as np
 import pytest
+from gymnasium import spaces
+from gymnasium.utils.env_checker import check_env
 
-from omnigym.envs.gui.actions import ACTION_MAX_LENGTH, ActionParseError, GUIAction, parse_action
+from omnigym.envs.gui.actions import ACTION_MAX_LENGTH, KEYS, ActionParseError, GUIAction, parse_action
+from omnigym.envs.gui.env import GUIEnv, structured_action_space
+from omnigym.envs.gui.oracle import solve
 
 
 @pytest.mark.parametrize(
@@ -104,3 +109,96 @@ def test_fuzz_never_raises_anything_else_nor_hangs() -> None:
             continue
         assert isinstance(action, GUIAction)
     assert time.perf_counter() - start < 5.0
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        GUIAction("click", x=5, y=6),
+        GUIAction("double_click", x=0, y=209),
+        GUIAction("type", text='quote " backslash \\ newline \n tab \t'),
+        GUIAction("scroll", x=1, y=2, dy=-3),
+        GUIAction("drag", x=1, y=2, x2=3, y2=4),
+        *(GUIAction("key", text=key) for key in KEYS),
+    ],
+)
+def test_structured_round_trips(action: GUIAction) -> None:
+    assert GUIAction.from_structured(action.to_structured()) == action
+    assert parse_action(GUIAction.from_structured(action.to_structured()).to_text()) == action
+
+
+def test_structured_samples_round_trip_through_text() -> None:
+    space = structured_action_space(160, 210)
+    space.seed(0)
+    for _ in range(500):
+        action = GUIAction.from_structured(space.sample())
+        # Escapes may lengthen a long typed text beyond the env's text limit.
+        assert parse_action(action.to_text(), max_length=4 * ACTION_MAX_LENGTH) == action
+        assert GUIAction.from_structured(action.to_structured()) == action
+
+
+def test_structured_accepts_numpy_and_floats() -> None:
+    sample = {"kind": np.int64(4), "x": np.array([3.6]), "y": 2.4, "dy": np.float32(-7)}
+    assert GUIAction.from_structured(sample) == GUIAction("scroll", x=4, y=2, dy=-7)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        None,
+        "click(1, 2)",
+        {},
+        {"kind": 6, "x": 1, "y": 1},
+        {"kind": -1, "x": 1, "y": 1},
+        {"kind": 0.5, "x": 1, "y": 1},
+        {"kind": 0, "x": 1},
+        {"kind": 0, "x": "1", "y": 1},
+        {"kind": 0, "x": float("nan"), "y": 1},
+        {"kind": 0, "x": 1e12, "y": 1},
+        {"kind": True, "x": 1, "y": 1},
+        {"kind": 2, "text": 5},
+        {"kind": 2, "text": "a" * (ACTION_MAX_LENGTH + 1)},
+        {"kind": 3, "key": len(KEYS)},
+        {"kind": 3},
+        {"kind": 5, "x": 1, "y": 1, "x2": 2},
+        {"kind": np.zeros(2), "x": 1, "y": 1},
+    ],
+)
+def test_structured_malformed_raises_parse_error(bad: object) -> None:
+    with pytest.raises(ActionParseError):
+        GUIAction.from_structured(bad)
+
+
+def test_structured_env_passes_check_env_and_solves_click_button() -> None:
+    env = GUIEnv(task="ClickButton", action_space="structured")
+    assert isinstance(env.action_space, spaces.Dict)
+    check_env(env, skip_render_check=True)
+    obs, _ = env.reset(seed=4)
+    text_action = parse_action(solve(obs["text"]))
+    _, reward, terminated, _, info = env.step(text_action.to_structured())
+    assert (reward, terminated, info["is_success"], info["action_valid"]) == (1.0, True, True, True)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"kind": 0, "x": 160, "y": 5},
+        {"kind": 0, "x": -1, "y": 5},
+        {"kind": 5, "x": 1, "y": 1, "x2": 1, "y2": 999},
+        {"kind": 3, "key": 99},
+        {"kind": 9},
+        "click(1, 2)",
+        None,
+    ],
+)
+def test_structured_env_invalid_is_penalised_never_raised(bad: object) -> None:
+    env = GUIEnv(task="ClickButton", action_space="structured", invalid_action_penalty=-0.25)
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(bad)
+    assert (reward, terminated, info["action_valid"]) == (-0.25, False, False)
+    assert info["action_error"]
+
+
+def test_unknown_action_space_raises() -> None:
+    with pytest.raises(ValueError, match="action_space"):
+        GUIEnv(action_space="discrete")

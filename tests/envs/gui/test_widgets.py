@@ -15,8 +15,10 @@ from omnigym.envs.gui.widgets import (
     DropZone,
     Event,
     Label,
+    ListBox,
     RadioButton,
     Rect,
+    ScrollArea,
     Slider,
     Tab,
     TabStrip,
@@ -481,3 +483,79 @@ def test_clicking_a_widget_of_a_back_window_raises_it_and_acts() -> None:
     assert screen.focus is screen["notes.field"] and screen["notes"].front
     type_text(screen, "abc")
     assert screen["notes.field"].states() == ['value="abc"']
+
+
+def make_list_screen() -> tuple[Screen, ScrollArea, ListBox]:
+    """A 60-pixel viewport over 6 rows of 20 pixels (3 shown)."""
+    box = ListBox.build("list", Rect(10, 60, 100, 60), [f"row{i}" for i in range(6)], 20)
+    area = ScrollArea("area", Rect(10, 60, 100, 60), children=[box])
+    window = Window("window", Rect(0, 0, 160, 210), children=[area])
+    return Screen(160, 210, "Pick a row.", Rect(0, 0, 160, 50), window), area, box
+
+
+def scroll(screen: Screen, x: int, y: int, dy: int) -> None:
+    screen.apply(GUIAction("scroll", x=x, y=y, dy=dy))
+
+
+def test_scrolling_moves_items_into_view_and_clamps() -> None:
+    screen, area, _box = make_list_screen()
+    names = {w.name for w in screen.widgets}
+    assert {"list.item0", "list.item2"} <= names and "list.item3" not in names
+    scroll(screen, 50, 80, 30)  # a partly shown row is hidden
+    names = {w.name for w in screen.widgets}
+    assert area.offset == 30 and "list.item1" not in names and "list.item4" not in names
+    assert {"list.item3"} <= names and screen["list.item3"].rect == Rect(10, 90, 100, 20)
+    version = screen.version
+    scroll(screen, 50, 80, 500)
+    assert area.offset == 60 and screen.version == version + 1
+    shown = {w.name for w in screen.widgets if w.role == "listitem"}
+    assert shown == {"list.item3", "list.item4", "list.item5"}
+    scroll(screen, 50, 80, 10)  # already at the bottom: nothing changes
+    assert area.offset == 60 and screen.version == version + 1
+    scroll(screen, 50, 80, -500)
+    assert area.offset == 0 and screen["list.item0"].rect == Rect(10, 60, 100, 20)
+
+
+def test_scroll_outside_a_scroll_area_changes_nothing() -> None:
+    screen, area, _ = make_list_screen()
+    before, version = screen.accessibility_tree(), screen.version
+    scroll(screen, 150, 200, 30)
+    assert area.offset == 0 and screen.version == version and screen.accessibility_tree() == before
+
+
+def test_clicks_on_hidden_items_do_nothing_and_clicks_select_shown_ones() -> None:
+    screen, _area, box = make_list_screen()
+    item4 = box.items[4]
+    x, y = item4.rect.center  # below the viewport
+    screen.apply(GUIAction("click", x=x, y=y))
+    assert box.selected is None and screen.events == []
+    scroll(screen, 50, 80, 60)
+    click(screen, "list.item4")
+    assert box.selected == 4 and box.value == "row4" and screen.focus is box
+    assert screen.events == [Event("select", "list")]
+
+
+def test_list_keys_move_the_selection_and_scroll_it_into_view() -> None:
+    screen, area, box = make_list_screen()
+    click(screen, "list.item2")
+    key(screen, "ArrowDown")
+    assert box.selected == 3 and area.offset == 20 and screen.focus is box
+    for _ in range(5):
+        key(screen, "ArrowDown")
+    assert box.selected == 5 and area.offset == 60
+    for _ in range(7):
+        key(screen, "ArrowUp")
+    assert box.selected == 0 and area.offset == 0
+
+
+def test_the_tree_reflects_the_scroll_offset() -> None:
+    screen, _area, _box = make_list_screen()
+    scroll(screen, 50, 80, 20)
+    lines = screen.accessibility_tree().splitlines()
+    assert lines[1] == '[1] scrollarea "" (10, 60, 100, 60) offset=20'
+    assert lines[2] == '[2] list "" (10, 60, 100, 60)'
+    assert lines[3:] == [
+        '[3] listitem "row1" (10, 60, 100, 20)',
+        '[4] listitem "row2" (10, 80, 100, 20)',
+        '[5] listitem "row3" (10, 100, 100, 20)',
+    ]
