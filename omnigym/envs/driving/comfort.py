@@ -91,22 +91,6 @@ def _savgol_matrix(length: int, window: int, polyorder: int, deriv: int, dt: flo
     return matrix
 
 
-def _raw_signals(poses: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Longitudinal and lateral acceleration and the unwrapped heading, each ``[B, T]``."""
-    poses = np.asarray(poses, dtype=np.float64)
-    lon, lat, heading = (np.empty(poses.shape[:2]) for _ in range(3))
-    _raw_signals_rows(poses, dt, lon, lat, heading)
-    return lon, lat, heading
-
-
-@njit(cache=True)
-def _raw_signals_rows(
-    poses: np.ndarray, dt: float, lon: np.ndarray, lat: np.ndarray, heading: np.ndarray
-) -> None:
-    for b in range(len(poses)):
-        _raw_signals_row(poses[b], dt, lon[b], lat[b], heading[b])
-
-
 @njit(cache=True)
 def _raw_signals_row(
     poses: np.ndarray, dt: float, lon: np.ndarray, lat: np.ndarray, heading: np.ndarray
