@@ -253,6 +253,7 @@ def collect_dataset(
     env_kwargs: dict[str, Any] | None = None,
     deterministic: bool = True,
     description: str | None = None,
+    jpeg_images: bool = False,
 ) -> DatasetSummary:
     """Roll a policy, or a mix of policies, out and save the episodes as Minari dataset ``dataset_id``.
 
@@ -273,6 +274,8 @@ def collect_dataset(
         env_kwargs: keyword arguments for the env, over those the policies ask for.
         deterministic: how a single ``policy`` acts (a mix's sources say it themselves).
         description: the dataset's description (default: counts, policies and env).
+        jpeg_images: store image observations JPEG-encoded (Minari's default: about 10x smaller
+            but lossy); by default they are stored exactly as the env rendered them.
 
     Raises:
         ImportError: minari is not installed (``pip install omnigym[offline]``).
@@ -316,6 +319,7 @@ def collect_dataset(
                 author="omnigym",
                 code_permalink="https://github.com/omnigym/omnigym",
                 description=description or f"{episodes} episodes of {mix} on {env_id}",
+                jpeg_encoding=jpeg_images,
             )
             dataset.storage.update_episode_metadata([r.metadata for r in recorded], range(episodes))
         except BaseException:
@@ -354,3 +358,69 @@ def _merged_env_kwargs(policies: Sequence[Policy], env_kwargs: dict[str, Any]) -
     if privileged:
         merged["privileged"] = privileged
     return {**merged, **env_kwargs}
+
+
+@dataclass
+class DatasetSteps:
+    """Every step of a Minari dataset, flattened over episodes, for supervised learning.
+
+    Attributes:
+        obs: ``key -> [N, ...]`` arrays (``Text`` keys: lists of ``N`` strings), the observation
+            each action was taken in (episodes' final observations dropped).
+        actions: ``[N, ...]`` array, or ``N`` strings for ``Text`` actions.
+        episode_index: the episode each step came from. Shape: [N].
+    """
+
+    obs: dict[str, Any]
+    actions: Any
+    episode_index: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.episode_index)
+
+
+def load_dataset_steps(dataset_id: str, *, successful_only: bool = False) -> DatasetSteps:
+    """The (observation, action) pairs of Minari dataset ``dataset_id`` (as :func:`collect_dataset` writes).
+
+    Args:
+        dataset_id: a dataset under ``$MINARI_DATASETS_PATH``.
+        successful_only: keep only episodes whose metadata says ``is_success`` (imitation of the
+            demonstrations that worked).
+
+    Raises:
+        FileNotFoundError: no such dataset.
+        ValueError: the dataset's observations are not a Dict, or no episode is left.
+    """
+    import minari
+    from minari.storage import get_dataset_path
+
+    path = get_dataset_path(dataset_id)
+    if not path.exists():
+        raise FileNotFoundError(f"no Minari dataset {dataset_id!r} under {path.parent}")
+    dataset = minari.load_dataset(dataset_id)
+    if not isinstance(dataset.observation_space, spaces.Dict):
+        raise ValueError(
+            f"{dataset_id}: omnigym datasets have Dict observations, got {dataset.observation_space}"
+        )
+    text_keys = {k for k, s in dataset.observation_space.spaces.items() if isinstance(s, spaces.Text)}
+    metadata = dataset.storage.get_episode_metadata(dataset.episode_indices)
+    obs: dict[str, list[Any]] = {key: [] for key in dataset.observation_space.spaces}
+    actions: list[Any] = []
+    index: list[np.ndarray] = []
+    for meta, episode in zip(metadata, dataset.iterate_episodes(), strict=True):
+        if successful_only and not meta.get(SUCCESS_INFO, False):
+            continue
+        steps = len(episode.rewards)
+        for key in obs:
+            values = episode.observations[key][:steps]
+            obs[key].extend([str(v) for v in values] if key in text_keys else [np.asarray(values)])
+        text_actions = isinstance(dataset.action_space, spaces.Text)
+        actions.extend([str(a) for a in episode.actions] if text_actions else [np.asarray(episode.actions)])
+        index.append(np.full(steps, episode.id))
+    if not index:
+        raise ValueError(f"{dataset_id}: no episodes to learn from (successful_only={successful_only})")
+    return DatasetSteps(
+        obs={k: v if k in text_keys else np.concatenate(v) for k, v in obs.items()},
+        actions=actions if isinstance(dataset.action_space, spaces.Text) else np.concatenate(actions),
+        episode_index=np.concatenate(index),
+    )

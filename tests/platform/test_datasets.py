@@ -89,3 +89,28 @@ def test_failed_write_leaves_no_dataset_behind(minari_root, monkeypatch):
     with pytest.raises(TypeError, match="No conversion"):
         collect_dataset(policy, "omnigym/Reach-v0", "omnigym/test-broken-v0", episodes=1)
     assert not (minari_root / "omnigym" / "test-broken-v0").exists()
+
+
+def test_load_dataset_steps_text_actions(minari_root):
+    from omnigym.envs.games.experts import GameSolver
+    from omnigym.platform.datasets import load_dataset_steps
+
+    kwargs = {"action_space": "text", **GameSolver.env_kwargs}
+    env = make_env("omnigym/NumberLine-v0", **kwargs)
+    solver = GameSolver(GameSolver.config_class(), env.observation_space, env.action_space)
+    summary = collect_dataset(solver, "omnigym/NumberLine-v0", "omnigym/test-numberline-v0", episodes=3,
+                              env_kwargs={"action_space": "text"})  # fmt: skip
+    steps = load_dataset_steps("omnigym/test-numberline-v0")
+    assert len(steps) == summary.steps and summary.success_rate == 1.0
+    assert steps.obs["image"].shape == (summary.steps, *env.observation_space["image"].shape)
+    assert set(steps.actions) <= {"-", "+"} and len(steps.actions) == summary.steps
+    first, _ = env.reset(seed=0)  # episode 0 is seeded 0: its first observation is the first row
+    assert steps.obs["text"][0] == first["text"]
+    assert np.array_equal(steps.obs["image"][0], first["image"])
+    assert np.array_equal(np.unique(steps.episode_index), [0, 1, 2])
+    # Each step's action moves the current number towards the target the text shows.
+    for text, action in zip(steps.obs["text"], steps.actions, strict=True):
+        lines = dict(line.split(": ", 1) for line in text.splitlines() if line[:6] in ("target", "curren"))
+        assert action == ("+" if int(lines["target"]) > int(lines["current"]) else "-")
+    with pytest.raises(FileNotFoundError, match="no Minari dataset"):
+        load_dataset_steps("omnigym/missing-v0")
