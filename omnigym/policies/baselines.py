@@ -53,7 +53,7 @@ class RandomPolicy(Policy):
 
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
         """One uniformly random action per observation."""
-        batch = next(v for v in obs.values() if isinstance(v, Tensor)).shape[0]
+        batch = len(next(iter(obs.values())))  # any key: tensors, arrays and lists of texts alike
         if isinstance(self.action_space, spaces.Box):
             u = torch.full_like(self.low.expand(batch, *self.low.shape), 0.5)
             if not deterministic:

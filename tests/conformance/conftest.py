@@ -3,16 +3,24 @@
 The conformance tests run over *every* registered env, policy and algorithm, so a new one is
 covered without editing them: a test that takes an ``env_id``, ``policy_name`` or ``algo_name``
 argument is parametrized here over the registries (pytest ids are the names).
+
+A policy whose default config cannot act on the policy tests' spaces (a VLM needs a model) gets
+its config from :data:`POLICY_CONFIGS` (fixture ``policy_config_hooks``); a policy that reads one
+env family's observation texts gets them from :data:`POLICY_TEXTS` (fixture ``text_observations``).
 """
 
 from __future__ import annotations
 
 import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tiny models are built locally; never reach the hub
+
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,3 +88,91 @@ def mujoco_gl_works() -> Callable[[str], bool]:
     ``MUJOCO_GL=backend``. Probed once per backend in a fresh interpreter, because the backend
     is fixed when ``mujoco`` is first imported."""
     return _mujoco_gl_works
+
+
+# --- policies that need more than their default config ------------------------------------------
+class TinyModelDirs:
+    """Tiny random Hugging Face models (``omnigym.policies.vlm.tiny``), each built offline on first
+    use (a few seconds) and kept for the session. ``dirs[arch]`` skips the test when
+    ``transformers`` or ``peft`` is missing."""
+
+    def __init__(self, factory: pytest.TempPathFactory) -> None:
+        self._factory = factory
+        self._dirs: dict[str, Path] = {}
+
+    def __getitem__(self, arch: str) -> Path:
+        pytest.importorskip("transformers")
+        pytest.importorskip("peft")
+        if arch not in self._dirs:
+            from omnigym.policies.vlm.tiny import make_tiny
+
+            self._dirs[arch] = make_tiny(arch, self._factory.mktemp(f"tiny_{arch}"))
+        return self._dirs[arch]
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> TinyModelDirs:
+    return TinyModelDirs(tmp_path_factory)
+
+
+def vlm_config(obs_kind: str, action_kind: str, tiny_model_dirs: TinyModelDirs) -> Any:
+    """A tiny VLM (image + text) or text-only LM (text) writing text actions; None elsewhere."""
+    if action_kind != "text":
+        return None
+    if obs_kind == "image_text":
+        arch, obs_keys = "idefics3", ("image", "text")
+    elif obs_kind == "text":
+        arch, obs_keys = "qwen2", ("text",)
+    else:
+        return None
+    model = tiny_model_dirs[arch]
+    from omnigym.policies.vlm.policy import VLMPolicyConfig
+
+    return VLMPolicyConfig(model=str(model), obs_keys=obs_keys, max_new_tokens=8, max_prompt_tokens=160)
+
+
+PolicyConfigHook = Callable[[str, str, TinyModelDirs], Any]
+POLICY_CONFIGS: dict[str, PolicyConfigHook] = {"vlm": vlm_config}
+"""Policy name -> ``hook(obs_kind, action_kind, tiny_model_dirs)``: the config the policy tests
+build that policy with for those spaces (kinds as in ``test_policies.py``), or None to skip the
+combination. Policies not listed are built with their default config."""
+
+
+def game_texts(batch: int) -> list[str]:
+    """``batch`` different NumberLine states in the game envs' text format (``game_solver`` solves
+    them; a VLM reads them as any text)."""
+    return [
+        f"game: NumberLine\nactions: - | +\nrange: 0..5\ntarget: {i % 6}\ncurrent: {(5 * i + 3) % 6}"
+        for i in range(batch)
+    ]
+
+
+def gui_texts(batch: int) -> list[str]:
+    """``batch`` different GUI screens (instruction + accessibility tree) that ``gui_oracle`` solves."""
+    names = ["OK", "Next", "Back", "Submit", "Close", "Open"]
+    texts = []
+    for i in range(batch):
+        name = names[i % len(names)]
+        texts.append(
+            f'instruction: Click the button "{name}".\nelements:\n[0] window "" (0, 0, 160, 210)\n'
+            f'[1] button "Cancel" (100, 180, 44, 21)\n[2] button "{name}" ({10 + 20 * i % 120}, '
+            f"{40 + 30 * i % 140}, 31, 21)"
+        )
+    return texts
+
+
+POLICY_TEXTS: dict[str, Callable[[int], list[str]]] = {"gui_oracle": gui_texts}
+"""Policy name -> ``texts(batch)``: the ``text`` observations the policy tests give a policy that
+reads one env family's text format. Others get :func:`game_texts`."""
+
+
+@pytest.fixture(scope="session")
+def policy_config_hooks() -> dict[str, PolicyConfigHook]:
+    """:data:`POLICY_CONFIGS`, for the policy tests."""
+    return POLICY_CONFIGS
+
+
+@pytest.fixture(scope="session")
+def text_observations() -> Callable[[str, int], list[str]]:
+    """``text_observations(policy_name, batch)``: the ``text`` observations for that policy's tests."""
+    return lambda policy_name, batch: POLICY_TEXTS.get(policy_name, game_texts)(batch)

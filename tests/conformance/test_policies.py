@@ -1,15 +1,23 @@
 """The Policy contract, checked for every registered policy on a few observation/action spaces.
 
-Observations are a state vector alone, or a 64x64 uint8 image with the state vector.
+Observations are a state vector alone, a 64x64 uint8 image with the state vector, the image with
+a text, or a text alone (texts come as a NumPy object array of ``B`` strings, as from a vector
+env). Actions are discrete, a box, or text.
 
-A policy that cannot be built for a space combination (TypeError/ValueError at construction) is
-skipped for that combination, with its message as the reason.
+A policy is built with its default config, or with the one ``POLICY_CONFIGS`` (conftest) gives
+for the combination (e.g. a tiny VLM). A policy that cannot be built for a space combination
+(TypeError/ValueError at construction, or no config from its hook) is skipped for that
+combination, with its message as the reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import string
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,23 +26,27 @@ from gymnasium import spaces
 from safetensors.torch import save_file
 
 from omnigym.platform.registry import POLICIES
-from omnigym.platform.types import OBS_IMAGE, OBS_STATE, Obs, OnPolicyBatch, PolicyStep
+from omnigym.platform.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, Obs, OnPolicyBatch, PolicyStep
 from omnigym.platform.vec_env import to_env_action
 from omnigym.policies.base import CONFIG_FILE, WEIGHTS_FILE, Policy
 
 BATCH = 5
 CAPABILITIES = frozenset({"act", "evaluate", "compute_loss", "features", "trainable"})
 STATE_SPACE = spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)
+IMAGE_SPACE = spaces.Box(0, 255, shape=(64, 64, 3), dtype=np.uint8)
+TEXT_SPACE = spaces.Text(max_length=256, charset=string.printable)  # printable ASCII with newline
 OBS_SPACES = {
     "state": spaces.Dict({OBS_STATE: STATE_SPACE}),
-    "image": spaces.Dict(
-        {OBS_IMAGE: spaces.Box(0, 255, shape=(64, 64, 3), dtype=np.uint8), OBS_STATE: STATE_SPACE}
-    ),
+    "image": spaces.Dict({OBS_IMAGE: IMAGE_SPACE, OBS_STATE: STATE_SPACE}),
+    "image_text": spaces.Dict({OBS_IMAGE: IMAGE_SPACE, OBS_TEXT: TEXT_SPACE}),
+    "text": spaces.Dict({OBS_TEXT: TEXT_SPACE}),
 }
 ACTION_SPACES = {
     "discrete2": spaces.Discrete(2),
     "box3": spaces.Box(-2.0, 2.0, shape=(3,), dtype=np.float32),
     "box8x3": spaces.Box(-2.0, 2.0, shape=(8, 3), dtype=np.float32),  # e.g. a driving plan
+    # min_length 0, as the text envs' action spaces: an empty reply is a (wrong) action, not an error.
+    "text": spaces.Text(max_length=32, min_length=0, charset=string.printable),
 }
 
 pytestmark = [
@@ -54,39 +66,80 @@ def obs_space(obs_kind: str) -> spaces.Dict:
 
 
 @pytest.fixture
-def policy(policy_name: str, obs_space: spaces.Dict, action_space: spaces.Space) -> Policy:
-    """The policy with its default config, or a skip if it does not support these spaces."""
+def policy(
+    policy_name: str,
+    obs_kind: str,
+    action_kind: str,
+    obs_space: spaces.Dict,
+    action_space: spaces.Space,
+    policy_config_hooks: dict[str, Callable[..., Any]],
+    tiny_model_dirs: Any,
+) -> Policy:
+    """The policy with its default (or hook's) config, or a skip if it does not support these spaces."""
     try:
         cls = POLICIES.get(policy_name)
     except ImportError as exc:
         pytest.skip(f"{policy_name}: optional dependency missing: {exc}")
     torch.manual_seed(0)
     try:
-        return cls(cls.config_class(), obs_space, action_space)
+        if policy_name in policy_config_hooks:
+            config = policy_config_hooks[policy_name](obs_kind, action_kind, tiny_model_dirs)
+            if config is None:
+                pytest.skip(f"{policy_name}: no conformance config for {obs_kind} -> {action_kind}")
+        else:
+            config = cls.config_class()
+        return cls(config, obs_space, action_space)
     except (TypeError, ValueError) as exc:
         pytest.skip(f"{policy_name} does not support {obs_space} -> {action_space}: {exc}")
 
 
 @pytest.fixture
-def obs(obs_space: spaces.Dict) -> Obs:
+def obs(obs_space: spaces.Dict, policy_name: str, text_observations: Callable[[str, int], list[str]]) -> Obs:
     generator = torch.Generator().manual_seed(0)
-    batch: Obs = {OBS_STATE: torch.randn(BATCH, 4, generator=generator)}
+    batch: dict[str, Any] = {}
+    if OBS_STATE in obs_space.spaces:
+        batch[OBS_STATE] = torch.randn(BATCH, 4, generator=generator)
     if OBS_IMAGE in obs_space.spaces:
         batch[OBS_IMAGE] = torch.randint(0, 256, (BATCH, 64, 64, 3), generator=generator, dtype=torch.uint8)
+    if OBS_TEXT in obs_space.spaces:
+        texts = text_observations(policy_name, BATCH)
+        assert len(set(texts)) == BATCH, "the batch's texts must differ"
+        assert all(obs_space[OBS_TEXT].contains(text) for text in texts), "a text is not in its space"
+        batch[OBS_TEXT] = np.array(texts, dtype=object)  # what a vector env gives
     return batch
 
 
-def action_rows(step: PolicyStep) -> list[np.ndarray]:
-    """The batch's actions, one NumPy array per observation."""
+def action_rows(step: PolicyStep) -> list[Any]:
+    """The batch's actions, one per observation: a NumPy array, or a ``str`` (text actions)."""
     action = step.action
     if isinstance(action, torch.Tensor):
         action = action.detach().cpu().numpy()
-    return [np.asarray(row) for row in action]
+    return [row if isinstance(row, str) else np.asarray(row) for row in action]
 
 
 def assert_same_actions(a: PolicyStep, b: PolicyStep) -> None:
     for i, (x, y) in enumerate(zip(action_rows(a), action_rows(b), strict=True)):
-        np.testing.assert_array_equal(x, y, err_msg=f"action {i}")
+        if isinstance(x, str) or isinstance(y, str):
+            assert x == y, f"action {i}: {x!r} != {y!r}"
+        else:
+            np.testing.assert_array_equal(x, y, err_msg=f"action {i}")
+
+
+def default_type(config_class: type) -> Any:
+    """The default of a config class's ``type`` field (without building one: a VLM's needs a model)."""
+    field = {f.name: f for f in dataclasses.fields(config_class)}["type"]
+    return field.default
+
+
+def assert_same_config(loaded: Any, saved: Any, path: Path) -> None:
+    """Equal configs, except that a path may be re-pointed at its copy inside the saved directory."""
+    assert type(loaded) is type(saved)
+    for field in dataclasses.fields(saved):
+        got, expected = getattr(loaded, field.name), getattr(saved, field.name)
+        if got != expected:
+            assert isinstance(got, str) and Path(got).resolve().is_relative_to(path.resolve()), (
+                f"config.{field.name}: saved {expected!r}, loaded {got!r}"
+            )
 
 
 def perturb(policy: Policy) -> None:
@@ -101,7 +154,10 @@ def perturb(policy: Policy) -> None:
 # --- identity -------------------------------------------------------------------------------------
 def test_name_capabilities_and_config(policy: Policy, policy_name: str) -> None:
     assert type(policy).name == policy_name, "the class's name must be its registry name (saved as 'type')"
-    assert policy.config_class().type == policy_name, "the config's default type must be the registry name"
+    assert default_type(policy.config_class) == policy_name, (
+        "the config's default type must be the registry name"
+    )
+    assert policy.config.type == policy_name
     caps = policy.capabilities
     assert isinstance(caps, frozenset), f"capabilities is a {type(caps).__name__}"
     assert caps <= CAPABILITIES, f"unknown capabilities {sorted(caps - CAPABILITIES)}"
@@ -117,9 +173,6 @@ def test_act_returns_actions_in_space_with_part_logprobs(
     step = policy.act(obs)
     rows = action_rows(step)
     assert len(rows) == BATCH, f"{len(rows)} actions for {BATCH} observations"
-    for i, row in enumerate(rows):
-        env_action = to_env_action(action_space, row)
-        assert action_space.contains(env_action), f"action {i} = {env_action} not in {action_space}"
     assert step.logprob.ndim == 2 and step.logprob.shape[0] == BATCH, (
         f"logprob shape {tuple(step.logprob.shape)}"
     )
@@ -131,6 +184,9 @@ def test_act_returns_actions_in_space_with_part_logprobs(
     assert torch.isfinite(step.logprob[step.mask]).all()
     for key, value in step.extras.items():
         assert value.shape[0] == BATCH, f"extras[{key!r}] has batch dim {value.shape[0]}"
+    for i, row in enumerate(rows):
+        env_action = to_env_action(action_space, row)
+        assert action_space.contains(env_action), f"action {i} = {env_action!r} not in {action_space}"
 
 
 def test_deterministic_act_is_repeatable(policy: Policy, obs: Obs) -> None:
@@ -184,7 +240,7 @@ def test_save_load_round_trip(policy: Policy, obs: Obs, tmp_path: Path) -> None:
     path = policy.save_pretrained(tmp_path / "policy")
     loaded = Policy.from_pretrained(path)
     assert type(loaded) is type(policy)
-    assert loaded.config == policy.config
+    assert_same_config(loaded.config, policy.config, path)
     assert loaded.observation_space == policy.observation_space
     assert loaded.action_space == policy.action_space
     step = policy.act(obs, deterministic=True)

@@ -1,4 +1,4 @@
-"""Vision-language model policies (Hugging Face ``transformers``; install ``omnigym[vlm]``).
+"""Vision-language (and text-only language) model policies (``transformers``; ``omnigym[vlm]``).
 
 Import the submodules directly (``omnigym.policies.vlm.policy``): this package imports nothing
 heavy, so ``import omnigym`` stays light.

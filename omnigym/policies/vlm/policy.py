@@ -1,7 +1,8 @@
-"""``VLMPolicy``: a Hugging Face vision-language model that acts in text-action envs.
+"""``VLMPolicy``: a Hugging Face vision-language (or text-only language) model in text-action envs.
 
 One step: the observation (``image`` screenshot or game frame, ``text`` instruction/state) becomes
-a chat prompt (system prompt, then one user turn with the image and the text), the model
+a chat prompt (system prompt, then, with ``history_steps``, the episode's recent steps as earlier
+user/assistant turns, then one user turn with the image and the text), the model
 generates a reply (``<think>...</think><answer>ACTION</answer>`` by default) in ONE batched,
 KV-cached ``generate`` call, and the reply's answer is the env action. Every generated token is
 an action *part*: ``logprob``/``mask`` are ``[B, max_new_tokens]`` and the prompt and token ids go
@@ -14,6 +15,11 @@ raw logits ``generate`` returns (``output_logits``) and evaluate recomputes them
 pass over prompt + completion, so both give the same numbers for the same weights. ``top_p``
 restricts sampling but not the scored distribution (as in most RL-for-LLM code); keep
 ``top_p = 1`` when exact importance ratios matter.
+
+A text-only causal language model (``AutoModelForCausalLM``, e.g. Qwen2.5-Instruct) is loaded
+when the model's config has no vision part (or ``model_class: causal_lm``); it reads ``text`` only.
+``features`` (for a critic, e.g. VL-DAC's) is the last layer's hidden state at the prompt's final
+token: the state from which the reply is generated.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -35,13 +41,20 @@ from torch import Tensor
 from omnigym.envs.text_actions import answer_text
 from omnigym.platform.config import build_dataclass
 from omnigym.platform.spaces import space_from_json
+from omnigym.platform.text_obs import decode_texts, is_encoded_text
 from omnigym.platform.types import OBS_IMAGE, OBS_TEXT, Evaluation, Obs, PolicyStep
 from omnigym.policies.base import CONFIG_FILE, WEIGHTS_FILE, Policy, PolicyConfig
 from omnigym.policies.vlm.processing import Message, VLMInputs, VLMProcessor
+from omnigym.policies.vlm.tiny import resolve_model
 
 HF_DIR = "hf"
 """Sub-directory of a saved policy that holds the Hugging Face model, tokenizer and processor."""
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+MODEL_CLASSES = {"image_text_to_text": "AutoModelForImageTextToText", "causal_lm": "AutoModelForCausalLM"}
+"""``model_class`` -> the ``transformers`` auto class that loads it."""
+EXTRAS_KEYS = ("prompt_ids", "prompt_mask", "tokens")
+Turn = tuple[str, str]
+"""One past step of an episode: (observation text, the model's reply)."""
 
 GAME_PROMPT = (
     "You are playing a game. Read the rules, the action words and the state. Think briefly inside "
@@ -62,7 +75,11 @@ class VLMPolicyConfig(PolicyConfig):
 
     type: str = "vlm"
     model: str = ""
-    """Hugging Face model directory or hub id (``AutoModelForImageTextToText``)."""
+    """Hugging Face model directory or hub id (a VLM, or a text-only causal language model), or
+    ``tiny:ARCH[:SEED]`` for a tiny random model built offline on first use (tests, smoke runs)."""
+    model_class: Literal["auto", "image_text_to_text", "causal_lm"] = "auto"
+    """``auto``: ``causal_lm`` (``AutoModelForCausalLM``, text only) when the model's config has no
+    ``vision_config``, else ``image_text_to_text`` (``AutoModelForImageTextToText``)."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Weight dtype; log-probabilities are always computed in float32."""
     obs_keys: tuple[str, ...] = (OBS_IMAGE, OBS_TEXT)
@@ -74,6 +91,9 @@ class VLMPolicyConfig(PolicyConfig):
     the whole reply."""
     max_prompt_tokens: int = 512
     """Every prompt is left-padded (or truncated after its image) to exactly this many tokens."""
+    history_steps: int = 0
+    """Past steps of the current episode shown as earlier chat turns (text and reply, no image);
+    the oldest are dropped first when the prompt would exceed ``max_prompt_tokens``."""
     max_new_tokens: int = 64
     """Tokens generated per step (the number of action parts ``L``)."""
     temperature: float = 1.0
@@ -108,6 +128,8 @@ class VLMPolicyConfig(PolicyConfig):
         for name in ("max_prompt_tokens", "max_new_tokens", "eval_micro_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.history_steps < 0:
+            raise ValueError(f"history_steps must be >= 0, got {self.history_steps}")
 
 
 def default_system_prompt(text: str) -> str:
@@ -120,6 +142,60 @@ def default_system_prompt(text: str) -> str:
     return GENERIC_PROMPT
 
 
+def resolve_model_class(model: str, model_class: str) -> str:
+    """``model_class``, or for ``auto`` the one the model's config calls for (no vision: causal LM)."""
+    if model_class != "auto":
+        return model_class
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model)
+    return "image_text_to_text" if getattr(config, "vision_config", None) is not None else "causal_lm"
+
+
+@dataclass
+class PromptHistory:
+    """Each env slot's past turns in its current episode (one row of the acting batch each).
+
+    ``act`` records its step as *pending* and commits it at the next ``act``, so every prompt built
+    between two ``act`` calls (``features``) sees the history that ``act`` used.
+    """
+
+    max_turns: int
+    turns: list[list[Turn]] = field(default_factory=list)
+    """Committed turns per row, oldest first (at most ``max_turns``)."""
+    pending: list[Turn | None] = field(default_factory=list)
+    """Per row, the last ``act``'s (text, reply), not yet in ``turns``."""
+
+    def rows(self, batch_size: int) -> list[list[Turn]]:
+        """The committed turns of ``batch_size`` rows (none for a batch of another size)."""
+        if len(self.turns) != batch_size:
+            return [[] for _ in range(batch_size)]
+        return [list(turns) for turns in self.turns]
+
+    def commit(self, batch_size: int) -> None:
+        """Move the pending turns into the history; a new batch size starts every row afresh."""
+        if len(self.turns) != batch_size:
+            self.turns, self.pending = [[] for _ in range(batch_size)], [None] * batch_size
+        for turns, turn in zip(self.turns, self.pending, strict=True):
+            if turn is not None:
+                turns.append(turn)
+                del turns[: max(0, len(turns) - self.max_turns)]
+        self.pending = [None] * batch_size
+
+    def record(self, texts: Sequence[str], replies: Sequence[str]) -> None:
+        """Hold this step's (text, reply) per row until the next :meth:`commit`."""
+        self.pending = list(zip(texts, replies, strict=True))
+
+    def reset(self, done_mask: Tensor | None = None) -> None:
+        """Forget the rows where ``done_mask`` ``[B]`` is True (every row when None)."""
+        done = None if done_mask is None else torch.as_tensor(done_mask).bool().flatten().tolist()
+        if done is None or len(done) != len(self.turns):
+            self.turns, self.pending = [], []
+            return
+        for row in (i for i, is_done in enumerate(done) if is_done):
+            self.turns[row], self.pending[row] = [], None
+
+
 def completion_mask(tokens: Tensor, eos_token_id: int) -> Tensor:
     """True on each completion's tokens up to and including its first EOS. Shape: tokens' [B, L]."""
     is_eos = (tokens == eos_token_id).long()
@@ -128,22 +204,24 @@ def completion_mask(tokens: Tensor, eos_token_id: int) -> Tensor:
 
 
 class VLMPolicy(Policy):
-    """A Hugging Face VLM (Qwen2-VL, Qwen2.5-VL, Idefics3/SmolVLM, ...) as an omnigym policy.
+    """A Hugging Face VLM (Qwen2-VL, Qwen2.5-VL, Idefics3/SmolVLM, ...) or LM as an omnigym policy.
 
-    Extras of each step: ``prompt_ids`` ``[B, max_prompt_tokens]`` (long), ``prompt_mask``
-    ``[B, max_prompt_tokens]`` (bool) and ``tokens`` ``[B, max_new_tokens]`` (long, pad after EOS).
-    Images are not stored in extras: ``evaluate`` re-processes ``obs["image"]``.
+    Extras of each step: ``prompt_ids`` ``[B, max_prompt_tokens]`` (long, with the history turns),
+    ``prompt_mask`` ``[B, max_prompt_tokens]`` (bool) and ``tokens`` ``[B, max_new_tokens]`` (long,
+    pad after EOS). Images are not stored in extras: ``evaluate`` re-processes ``obs["image"]``.
     """
 
     name: ClassVar[str] = "vlm"
     config_class: ClassVar[type[PolicyConfig]] = VLMPolicyConfig
-    capabilities: ClassVar[frozenset[str]] = frozenset({"act", "evaluate", "compute_loss", "trainable"})
+    capabilities: ClassVar[frozenset[str]] = frozenset(
+        {"act", "evaluate", "compute_loss", "features", "trainable"}
+    )
 
     def __init__(
         self, config: VLMPolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
     ) -> None:
         super().__init__(config, observation_space, action_space)
-        from transformers import AutoModelForImageTextToText
+        import transformers
 
         self.config: VLMPolicyConfig = config
         if not isinstance(action_space, spaces.Text):
@@ -151,10 +229,21 @@ class VLMPolicy(Policy):
         missing = set(config.obs_keys) - set(observation_space.spaces)
         if missing:
             raise ValueError(f"policy.obs_keys {sorted(missing)} are not in the observation space")
-        self.processor = VLMProcessor(config.model)
+        model_dir = resolve_model(config.model)
+        model_class = resolve_model_class(model_dir, config.model_class)
+        self.text_only = model_class == "causal_lm"
+        if self.text_only and config.obs_keys != (OBS_TEXT,):
+            raise ValueError(
+                f"{config.model} is a text-only language model (model_class causal_lm): it cannot read "
+                f"images, so policy.obs_keys must be ('text',), got {config.obs_keys}"
+            )
+        self.processor = VLMProcessor(model_dir, text_only=self.text_only)
         self._suppressed = self.processor.multimodal_token_ids
-        model = AutoModelForImageTextToText.from_pretrained(config.model, dtype=DTYPES[config.dtype])
+        auto_class = getattr(transformers, MODEL_CLASSES[model_class])
+        model = auto_class.from_pretrained(model_dir, dtype=DTYPES[config.dtype])
+        self._feature_dim = int(model.config.get_text_config().hidden_size)
         self.model: Any = self._with_lora(model) if config.lora_r > 0 else model
+        self.history = PromptHistory(config.history_steps)
 
     def _with_lora(self, model: Any) -> Any:
         """Wrap ``model`` with LoRA adapters on the language model's ``lora_target_modules``."""
@@ -175,29 +264,69 @@ class VLMPolicy(Policy):
         """``L``, the action parts per step."""
         return self.config.max_new_tokens
 
+    @property
+    def feature_dim(self) -> int:
+        """Width of :meth:`features`: the (language) model's hidden size."""
+        return self._feature_dim
+
+    def reset(self, done_mask: Tensor | None = None) -> None:
+        """Forget the prompt history of the rows where ``done_mask`` ``[B]`` is True (all: None)."""
+        self.history.reset(done_mask)
+
     # --- prompts ------------------------------------------------------------------------------
-    def messages(self, text: str) -> list[Message]:
-        """The chat of one observation: system turn, then the user turn (image, then text)."""
-        content: list[dict[str, Any]] = []
-        if OBS_IMAGE in self.config.obs_keys:
-            content.append({"type": "image"})
-        if OBS_TEXT in self.config.obs_keys:
-            content.append({"type": "text", "text": text})
+    def messages(self, text: str, history: Sequence[Turn] = ()) -> list[Message]:
+        """The chat of one observation: system turn, past (text, reply) turns, the user turn."""
         system = (
             self.config.system_prompt
             if self.config.system_prompt is not None
             else default_system_prompt(text)
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": content}]
+        chat: list[Message] = [{"role": "system", "content": system}]
+        for past_text, reply in history:
+            chat.append({"role": "user", "content": self._content(past_text, with_image=False)})
+            chat.append(
+                {"role": "assistant", "content": self._content(reply, with_image=False, is_reply=True)}
+            )
+        chat.append({"role": "user", "content": self._content(text, OBS_IMAGE in self.config.obs_keys)})
+        return chat
+
+    def _content(self, text: str, with_image: bool, is_reply: bool = False) -> str | list[dict[str, Any]]:
+        """A turn's content: a string for a text-only model (every chat template takes one).
+
+        For a VLM, typed parts: the image slot first, then the text when ``text`` is observed or
+        the turn is a reply.
+        """
+        if self.text_only:
+            return text
+        content: list[dict[str, Any]] = [{"type": "image"}] if with_image else []
+        if is_reply or OBS_TEXT in self.config.obs_keys:
+            content.append({"type": "text", "text": text})
+        return content
 
     def encode_obs(self, obs: Obs) -> VLMInputs:
-        """Prompts ``[B, max_prompt_tokens]`` and pixel inputs of a batch of observations."""
+        """Prompts ``[B, max_prompt_tokens]`` (with each row's history) and pixel inputs of a batch."""
         texts = _texts(obs, self.config.obs_keys)
         images = _images(obs) if OBS_IMAGE in self.config.obs_keys else None
-        inputs = self.processor.encode(
-            [self.messages(t) for t in texts], images, self.config.max_prompt_tokens
-        )
+        history = self.history.rows(len(texts))
+        chats = [self.messages(t, h) for t, h in zip(texts, history, strict=True)]
+        rows, pixel_inputs = self.processor.tokenize(chats, images)
+        for i, turns in enumerate(history):
+            if turns and len(rows[i]) > self.config.max_prompt_tokens:
+                rows[i] = self._fit_history(
+                    rows[i], texts[i], turns, None if images is None else images[i : i + 1]
+                )
+        inputs = self.processor.pad(rows, pixel_inputs, self.config.max_prompt_tokens)
         return inputs.to(self.device, self._dtype)
+
+    def _fit_history(self, ids: Tensor, text: str, turns: list[Turn], image: Any) -> Tensor:
+        """One prompt's ids with its oldest turns dropped until it fits ``max_prompt_tokens``.
+
+        The current turn always stays (if it alone is too long, ``pad`` truncates it as usual).
+        """
+        while turns and len(ids) > self.config.max_prompt_tokens:
+            turns = turns[1:]
+            (ids,), _ = self.processor.tokenize([self.messages(text, turns)], image)
+        return ids
 
     @property
     def _dtype(self) -> torch.dtype:
@@ -213,6 +342,8 @@ class VLMPolicy(Policy):
             ``[B, L]``, True up to and including EOS; extras: ``prompt_ids``, ``prompt_mask``,
             ``tokens``.
         """
+        texts = _texts(obs, self.config.obs_keys)
+        self.history.commit(len(texts))
         inputs = self.encode_obs(obs)
         sampling = {"temperature": self.config.temperature, "top_p": self.config.top_p, "top_k": 0}
         out = self.model.generate(
@@ -236,19 +367,26 @@ class VLMPolicy(Policy):
         logprob[:, : logits.shape[1]], _ = self._token_stats(logits, tokens[:, : logits.shape[1]])
         logprob = logprob.masked_fill(~mask, 0.0)
         extras = {"prompt_ids": inputs.input_ids, "prompt_mask": inputs.attention_mask, "tokens": tokens}
-        return PolicyStep(self._actions(tokens, mask), logprob, mask, extras)
+        replies = self.processor.batch_decode(tokens, mask)
+        if self.config.history_steps > 0:
+            self.history.record(texts, replies)
+        return PolicyStep(self._actions(replies), logprob, mask, extras)
 
     def _pad_completion(self, tokens: Tensor) -> Tensor:
         """Right-pad a completion that stopped early (every row hit EOS) to ``[B, L]``."""
         missing = self.num_new_tokens - tokens.shape[1]
         return torch.nn.functional.pad(tokens, (0, missing), value=self.processor.pad_token_id)
 
-    def _actions(self, tokens: Tensor, mask: Tensor) -> list[str]:
-        replies = self.processor.batch_decode(tokens, mask)
+    def _actions(self, replies: list[str]) -> list[str]:
+        """The env actions of decoded replies, inside the ``Text`` action space.
+
+        Characters outside the space's charset (control characters, U+FFFD from a cut byte
+        sequence) are dropped and the text is cut to ``max_length``: the env then judges what is
+        left, so a malformed reply is an invalid action, never an out-of-space one.
+        """
         actions = [answer_text(r) if self.config.output_format == "answer" else r for r in replies]
-        if isinstance(self.action_space, spaces.Text):
-            actions = [a[: self.action_space.max_length] for a in actions]
-        return actions
+        charset, length = self.action_space.character_set, self.action_space.max_length
+        return ["".join(char for char in action if char in charset)[:length] for action in actions]
 
     def _token_stats(self, logits: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:
         """Log-prob of ``tokens`` and entropy under ``softmax(logits / T)``. Shapes: [B, L].
@@ -273,24 +411,63 @@ class VLMPolicy(Policy):
         Returns:
             logprob and entropy. Shapes: [B, L].
         """
-        if extras is None or not {"prompt_ids", "prompt_mask", "tokens"} <= set(extras):
-            raise ValueError("VLMPolicy.evaluate needs extras prompt_ids, prompt_mask and tokens (from act)")
+        evaluation, _ = self._score_batches(obs, _checked(extras), with_features=False)
+        return evaluation
+
+    def evaluate_with_features(
+        self, obs: Obs, actions: Any = None, extras: dict[str, Tensor] | None = None
+    ) -> tuple[Evaluation, Tensor]:
+        """:meth:`evaluate` and :meth:`features` of the stored prompts from the same forward pass.
+
+        Returns:
+            the evaluation ([B, L]) and the features, float32. Shape: [B, feature_dim].
+        """
+        evaluation, features = self._score_batches(obs, _checked(extras), with_features=True)
+        assert features is not None
+        return evaluation, features
+
+    def features(self, obs: Obs) -> Tensor:
+        """The last layer's hidden state at each prompt's final token, with gradient.
+
+        The prompt is built as :meth:`act` builds it (same history), so these equal the features
+        :meth:`evaluate_with_features` gives for the step's stored prompt. Shape: [B, feature_dim].
+        """
+        inputs = self.encode_obs(obs)  # its pixels are dropped: _score_batches encodes per micro-batch
+        no_tokens = inputs.input_ids.new_zeros((inputs.input_ids.shape[0], 0))
+        extras = {"prompt_ids": inputs.input_ids, "prompt_mask": inputs.attention_mask, "tokens": no_tokens}
+        _, features = self._score_batches(obs, extras, with_features=True)
+        assert features is not None
+        return features
+
+    def _score_batches(
+        self, obs: Obs, extras: dict[str, Tensor], with_features: bool
+    ) -> tuple[Evaluation, Tensor | None]:
+        """:meth:`_score` over micro-batches of ``eval_micro_batch_size`` rows, concatenated."""
         images = _images(obs) if OBS_IMAGE in self.config.obs_keys else None
-        size, logprobs, entropies = self.config.eval_micro_batch_size, [], []
+        size, parts = self.config.eval_micro_batch_size, []
         for start in range(0, extras["tokens"].shape[0], size):
             rows = slice(start, start + size)
             pixels = self.processor.encode_images(images[rows]) if images is not None else {}
-            logprob, entropy = self._score(
-                extras["prompt_ids"][rows], extras["prompt_mask"][rows], extras["tokens"][rows], pixels
-            )
-            logprobs.append(logprob)
-            entropies.append(entropy)
-        return Evaluation(torch.cat(logprobs), torch.cat(entropies))
+            prompt_ids, prompt_mask, tokens = (extras[key][rows] for key in EXTRAS_KEYS)
+            parts.append(self._score(prompt_ids, prompt_mask, tokens, pixels, with_features))
+        logprob, entropy, features = zip(*parts, strict=True)
+        evaluation = Evaluation(torch.cat(logprob), torch.cat(entropy))
+        return evaluation, torch.cat(features) if with_features else None
 
     def _score(
-        self, prompt_ids: Tensor, prompt_mask: Tensor, tokens: Tensor, pixels: dict[str, Tensor]
-    ) -> tuple[Tensor, Tensor]:
-        """One forward pass over prompt + completion; stats of the completion tokens [B, L]."""
+        self,
+        prompt_ids: Tensor,
+        prompt_mask: Tensor,
+        tokens: Tensor,
+        pixels: dict[str, Tensor],
+        with_features: bool,
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """One forward pass over prompt + completion.
+
+        Returns:
+            the completion tokens' log-prob and entropy ([B, L]) and, ``with_features``, the last
+            layer's hidden state at the final prompt position, float32 ([B, feature_dim]).
+        """
         device = self.device
         tokens = tokens.to(device)
         input_ids = torch.cat([prompt_ids.to(device), tokens], dim=1)
@@ -299,10 +476,17 @@ class VLMPolicy(Policy):
         inputs = VLMInputs(input_ids, attention, pixels, self.processor.mm_token_type_ids(input_ids))
         inputs = inputs.to(device, self._dtype)
         length = tokens.shape[1]
-        logits = self.model(**inputs.model_kwargs(), use_cache=False, logits_to_keep=length + 1).logits
-        logprob, entropy = self._token_stats(logits[:, :-1], tokens)  # position t predicts token t + 1
+        out = self.model(
+            **inputs.model_kwargs(),
+            use_cache=False,
+            logits_to_keep=length + 1,
+            output_hidden_states=with_features,  # full length even when only length + 1 logits are kept
+        )
+        logprob, entropy = self._token_stats(out.logits[:, :-1], tokens)  # position t predicts token t + 1
         keep = completion_mask(tokens, self.processor.eos_token_id)
-        return logprob.masked_fill(~keep, 0.0), entropy.masked_fill(~keep, 0.0)
+        # Prompts are left-padded, so the final prompt token is at prompt_len - 1 in every row.
+        features = out.hidden_states[-1][:, prompt_ids.shape[1] - 1].float() if with_features else None
+        return logprob.masked_fill(~keep, 0.0), entropy.masked_fill(~keep, 0.0), features
 
     def compute_loss(self, batch: Any) -> tuple[Tensor, dict[str, float]]:
         """Supervised fine-tuning: mean negative log-likelihood of the masked target tokens.
@@ -358,7 +542,8 @@ class VLMPolicy(Policy):
             self.processor.processor.save_pretrained(hf)
         else:
             self.processor.tokenizer.save_pretrained(hf)
-            self.processor.image_processor.save_pretrained(hf)
+            if self.processor.image_processor is not None:  # None for a text-only model
+                self.processor.image_processor.save_pretrained(hf)
         meta = json.loads((path / CONFIG_FILE).read_text())
         meta["config"]["model"] = str(hf.resolve())
         (path / CONFIG_FILE).write_text(json.dumps(meta, indent=2))
@@ -395,10 +580,22 @@ class VLMPolicy(Policy):
         return policy.to(device)
 
 
+def _checked(extras: dict[str, Tensor] | None) -> dict[str, Tensor]:
+    """``extras`` from :meth:`VLMPolicy.act` (or ``encode_targets``), or a clear error."""
+    if extras is None or not set(EXTRAS_KEYS) <= set(extras):
+        raise ValueError("VLMPolicy.evaluate needs extras prompt_ids, prompt_mask and tokens (from act)")
+    return extras
+
+
 def _texts(obs: Obs, obs_keys: Sequence[str]) -> list[str]:
-    """The ``B`` observation texts ("" when the prompt has no text key)."""
+    """The ``B`` observation texts ("" when the prompt has no text key).
+
+    Strings from an env, or the UTF-8 byte rows a rollout stores (:mod:`omnigym.platform.text_obs`).
+    """
     if OBS_TEXT in obs:
         value: Any = obs[OBS_TEXT]
+        if is_encoded_text(value):
+            return decode_texts(value)
         return [str(t) for t in (value.tolist() if isinstance(value, np.ndarray) else value)]
     if OBS_TEXT in obs_keys:
         raise KeyError("obs has no 'text' key")

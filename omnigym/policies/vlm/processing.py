@@ -13,6 +13,8 @@ just built or read back from a rollout's stored ``prompt_ids``.
 
 Every prompt is left-padded (or truncated) to exactly ``max_prompt_tokens`` so prompts of
 different steps stack into one ``[T, N, max_prompt_tokens]`` tensor.
+
+A text-only causal language model (``text_only=True``) has only its tokenizer and chat template.
 """
 
 from __future__ import annotations
@@ -108,28 +110,24 @@ class VLMProcessor:
 
     Args:
         path: a Hugging Face model directory (or hub id) with tokenizer and image processor.
+        text_only: the model is a text-only causal language model: load only its tokenizer (no
+            image processor, no image tokens).
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, text_only: bool = False) -> None:
         require_vlm_extra()
-        from transformers import AutoConfig, AutoImageProcessor, AutoProcessor, AutoTokenizer
+        from transformers import AutoConfig
 
         self.path = str(path)
+        self.text_only = text_only
         self.model_type: str = AutoConfig.from_pretrained(self.path).model_type
         self.is_qwen = self.model_type in QWEN_MODEL_TYPES
         self.processor: Any = None
-        try:
-            self.processor = AutoProcessor.from_pretrained(self.path)
-        except (ImportError, ValueError, OSError, TypeError) as exc:
-            # Qwen2-VL's processor builds a video processor that needs torchvision.
-            logger.info("official processor of %s unavailable (%s); using the manual path", path, exc)
-        if self.processor is not None and hasattr(self.processor, "tokenizer"):
-            self.tokenizer: Any = self.processor.tokenizer
-            self.image_processor: Any = self.processor.image_processor
+        self.image_processor: Any = None
+        if text_only:
+            self._load_tokenizer()
         else:
-            self.processor = None
-            self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-            self.image_processor = AutoImageProcessor.from_pretrained(self.path)
+            self._load_processor(path)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -137,10 +135,33 @@ class VLMProcessor:
         self.eos_token_id: int = int(self.tokenizer.eos_token_id)
         # The token that closes an image block: truncation never cuts at or before it.
         closing = "<|vision_end|>" if self.is_qwen else "<fake_token_around_image>"
-        self.image_end_token_id: int = int(self.tokenizer.convert_tokens_to_ids(closing))
-        self.image_token_id: int = int(
-            self.tokenizer.convert_tokens_to_ids("<|image_pad|>" if self.is_qwen else "<image>")
-        )
+        image = "<|image_pad|>" if self.is_qwen else "<image>"
+        # A text-only model has no image tokens: -1 matches no token id.
+        self.image_end_token_id: int = -1 if text_only else int(self.tokenizer.convert_tokens_to_ids(closing))
+        self.image_token_id: int = -1 if text_only else int(self.tokenizer.convert_tokens_to_ids(image))
+
+    def _load_tokenizer(self) -> None:
+        """The tokenizer alone (a text-only causal LM: no processor, no images)."""
+        from transformers import AutoTokenizer
+
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(self.path)
+
+    def _load_processor(self, path: str | Path) -> None:
+        """The official processor, or (without torchvision) tokenizer plus image processor."""
+        from transformers import AutoImageProcessor, AutoProcessor
+
+        try:
+            self.processor = AutoProcessor.from_pretrained(self.path)
+        except (ImportError, ValueError, OSError, TypeError) as exc:
+            # Qwen2-VL's processor builds a video processor that needs torchvision.
+            logger.info("official processor of %s unavailable (%s); using the manual path", path, exc)
+        if self.processor is not None and hasattr(self.processor, "tokenizer"):
+            self.tokenizer = self.processor.tokenizer
+            self.image_processor = self.processor.image_processor
+        else:
+            self.processor = None
+            self._load_tokenizer()
+            self.image_processor = AutoImageProcessor.from_pretrained(self.path)
 
     @property
     def multimodal_token_ids(self) -> list[int]:
@@ -194,6 +215,13 @@ class VLMProcessor:
         Returns:
             Inputs with ``input_ids`` and ``attention_mask`` of shape ``[B, max_prompt_tokens]``.
         """
+        rows, pixel_inputs = self.tokenize(messages, images)
+        return self.pad(rows, pixel_inputs, max_prompt_tokens)
+
+    def tokenize(
+        self, messages: Sequence[Sequence[Message]], images: Sequence[Any] | None
+    ) -> tuple[list[Tensor], dict[str, Tensor]]:
+        """The unpadded, untruncated token ids of each conversation (images expanded) and pixels."""
         texts = [self.chat_text(m) for m in messages]
         pil = [to_pil(image) for image in images] if images is not None else []
         if self.processor is not None:
@@ -206,14 +234,19 @@ class VLMProcessor:
                 for ids, mask in zip(batch["input_ids"], batch["attention_mask"], strict=True)
             ]
             keys = ("pixel_values", "image_grid_thw", "pixel_attention_mask")
-            pixel_inputs = {k: batch[k] for k in keys if k in batch}
-        else:
-            pixel_inputs = self.encode_images(pil)
-            if pil:
-                pad = "<|image_pad|>"
-                counts = self.image_token_counts(pixel_inputs)
-                texts = [t.replace(pad, pad * n, 1) for t, n in zip(texts, counts, strict=True)]
-            rows = [torch.tensor(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+            return rows, {k: batch[k] for k in keys if k in batch}
+        pixel_inputs = self.encode_images(pil)
+        if pil:
+            pad = "<|image_pad|>"
+            counts = self.image_token_counts(pixel_inputs)
+            texts = [t.replace(pad, pad * n, 1) for t, n in zip(texts, counts, strict=True)]
+        rows = [torch.tensor(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        return rows, pixel_inputs
+
+    def pad(
+        self, rows: Sequence[Tensor], pixel_inputs: dict[str, Tensor], max_prompt_tokens: int
+    ) -> VLMInputs:
+        """Rows from :meth:`tokenize`, truncated and left-padded to exactly ``max_prompt_tokens``."""
         input_ids, attention_mask = self._pad_left(
             [self._truncate(r, max_prompt_tokens) for r in rows], max_prompt_tokens
         )

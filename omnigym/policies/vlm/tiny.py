@@ -3,9 +3,11 @@
 :func:`make_tiny` writes a Hugging Face model directory (config, random weights, a byte-level
 BPE tokenizer trained here on a small corpus of omnigym prompts and actions, the image
 processor or processor, a chat template) that ``AutoModelForImageTextToText.from_pretrained``
-loads back with no hub access. The models have the real architectures (Qwen2-VL, Qwen2.5-VL,
-Idefics3/SmolVLM-v1) at ~0.5-1 M parameters, so every code path a 2-7 B model takes (M-RoPE,
-image-token expansion, KV-cached generation, LoRA) runs on CPU in milliseconds.
+loads back with no hub access (``qwen2``, a text-only language model, loads with
+``AutoModelForCausalLM`` and has only the tokenizer). The models have the real architectures
+(Qwen2-VL, Qwen2.5-VL, Idefics3/SmolVLM-v1, Qwen2) at ~0.5-1 M parameters, so every code path a
+2-7 B model takes (M-RoPE, image-token expansion, KV-cached generation, LoRA) runs on CPU in
+milliseconds.
 
 The recipe is the verified one of ``peer-baselines.md`` section 6.
 """
@@ -15,13 +17,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-TinyArch = Literal["qwen2_vl", "qwen2_5_vl", "idefics3"]
-TINY_ARCHS: tuple[TinyArch, ...] = ("qwen2_vl", "qwen2_5_vl", "idefics3")
+TinyArch = Literal["qwen2_vl", "qwen2_5_vl", "idefics3", "qwen2"]
+TINY_ARCHS: tuple[TinyArch, ...] = ("qwen2_vl", "qwen2_5_vl", "idefics3", "qwen2")
 
 QWEN_SPECIAL_TOKENS = (
     "<|endoftext|>", "<|im_start|>", "<|im_end|>",
     "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>",
 )  # fmt: skip
+QWEN2_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+"""The text-only Qwen2's special tokens: no image tokens."""
 IDEFICS3_SPECIAL_TOKENS = (
     "<|endoftext|>", "<|im_start|>", "<end_of_utterance>",
     "<fake_token_around_image>", "<image>", "<global-img>",
@@ -101,11 +105,11 @@ def _train_bpe(special_tokens: tuple[str, ...], vocab_size: int) -> Any:
     return tok
 
 
-def _qwen_tokenizer(vocab_size: int) -> Any:
+def _qwen_tokenizer(vocab_size: int, special_tokens: tuple[str, ...] = QWEN_SPECIAL_TOKENS) -> Any:
     from transformers import Qwen2Tokenizer
 
     tok = Qwen2Tokenizer(
-        tokenizer_object=_train_bpe(QWEN_SPECIAL_TOKENS, vocab_size),
+        tokenizer_object=_train_bpe(special_tokens, vocab_size),
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         padding_side="left",
@@ -199,6 +203,19 @@ def _qwen_token_ids(ids: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def _make_qwen2(out: Path, vocab_size: int) -> None:
+    """A text-only Qwen2 causal LM (``AutoModelForCausalLM``) with the Qwen chat template."""
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    tok = _qwen_tokenizer(vocab_size, QWEN2_SPECIAL_TOKENS)
+    eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
+    config = Qwen2Config(**_text_config(len(tok), eos_token_id=eos, pad_token_id=pad, bos_token_id=None))
+    model = AutoModelForCausalLM.from_config(config)
+    _set_generation_ids(model, eos, pad)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
 def _make_idefics3(out: Path, vocab_size: int) -> None:
     from transformers import (
         AutoModelForImageTextToText,
@@ -242,10 +259,11 @@ def _set_generation_ids(model: Any, eos: int, pad: int) -> None:
 
 
 def make_tiny(arch: TinyArch, out: str | Path, seed: int = 0, vocab_size: int = 640) -> Path:
-    """Build a tiny random VLM of architecture ``arch`` and save it (HF format) to ``out``.
+    """Build a tiny random VLM (or text-only LM) of architecture ``arch``; save it (HF format) to ``out``.
 
     Args:
-        arch: ``"qwen2_vl"``, ``"qwen2_5_vl"`` or ``"idefics3"`` (SmolVLM-v1).
+        arch: ``"qwen2_vl"``, ``"qwen2_5_vl"``, ``"idefics3"`` (SmolVLM-v1) or ``"qwen2"`` (a
+            text-only causal LM, loaded by ``AutoModelForCausalLM``).
         out: directory to write (created); loads back with ``from_pretrained(out)`` offline.
         seed: seeds the random weights; the tokenizer is trained deterministically.
         vocab_size: BPE vocabulary target (the corpus may give fewer tokens).
@@ -267,6 +285,49 @@ def make_tiny(arch: TinyArch, out: str | Path, seed: int = 0, vocab_size: int = 
         torch.manual_seed(seed)
         if arch == "idefics3":
             _make_idefics3(out, vocab_size)
+        elif arch == "qwen2":
+            _make_qwen2(out, vocab_size)
         else:
             _make_qwen(arch, out, vocab_size)
     return out
+
+
+TINY_PREFIX = "tiny:"
+"""``policy.model: tiny:ARCH[:SEED]`` names a tiny model that :func:`resolve_model` builds on demand."""
+
+
+def tiny_cache_dir() -> Path:
+    """Where on-demand tiny models live: ``$OMNIGYM_CACHE/tiny`` or ``~/.cache/omnigym/tiny``."""
+    import os
+
+    return Path(os.environ.get("OMNIGYM_CACHE") or Path.home() / ".cache" / "omnigym") / "tiny"
+
+
+def resolve_model(model: str) -> str:
+    """A model directory or hub id as given; ``tiny:ARCH[:SEED]`` is built once and cached.
+
+    Lets configs and tests name an offline model (``tiny:idefics3``) the way they would name a
+    real one (``HuggingFaceTB/SmolVLM-256M-Instruct``).
+
+    Raises:
+        ValueError: a malformed ``tiny:`` spec or an unknown architecture.
+    """
+    if not model.startswith(TINY_PREFIX):
+        return model
+    parts = model[len(TINY_PREFIX) :].split(":")
+    arch, seed_text = parts[0], parts[1] if len(parts) > 1 else "0"
+    if len(parts) > 2 or arch not in TINY_ARCHS or not seed_text.isdigit():
+        raise ValueError(f"bad tiny model {model!r}: use tiny:ARCH[:SEED], ARCH one of {TINY_ARCHS}")
+    target = tiny_cache_dir() / f"{arch}-seed{seed_text}"
+    if not (target / "config.json").exists():
+        import shutil
+        import tempfile
+
+        tiny_cache_dir().mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=tiny_cache_dir(), prefix=f".{arch}-"))
+        make_tiny(arch, staging, seed=int(seed_text))  # type: ignore[arg-type]
+        try:
+            staging.rename(target)  # atomic: a concurrent builder's copy is kept, this one dropped
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return str(target)
