@@ -26,6 +26,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from omnigym.platform.text_obs import storable_obs
 from omnigym.platform.types import EpisodeStats, PolicyStep, Rollout
 from omnigym.platform.vec_env import TorchVectorEnv, autoreset_mode, to_env_action, to_torch_env_action
 from omnigym.policies.base import Policy, obs_to_torch
@@ -54,10 +55,6 @@ def component_names(info: dict[str, Any]) -> tuple[str, ...] | None:
         if isinstance(source, dict) and REWARD_COMPONENTS in source:
             return tuple(sorted(k for k in source[REWARD_COMPONENTS] if not k.startswith("_")))
     return None
-
-
-def _numeric_keys(obs: dict[str, Any]) -> list[str]:
-    return [k for k, v in obs.items() if isinstance(v, np.ndarray) and v.dtype != object]
 
 
 def _env_info(info: dict[str, Any], index: int, key: str) -> Any:
@@ -161,8 +158,8 @@ class RolloutCollector:
             self.reset()
         assert self.obs is not None
         T, N = self.num_steps, self.num_envs
-        keys = _numeric_keys(self.obs)
-        obs_buf = {k: np.empty((T, *self.obs[k].shape), dtype=self.obs[k].dtype) for k in keys}
+        first = storable_obs(self.obs, self.envs.single_observation_space)
+        obs_buf = {k: np.empty((T, *v.shape), dtype=v.dtype) for k, v in first.items()}
         rewards = np.zeros((T, N), dtype=np.float32)
         terminated = np.zeros((T, N), dtype=bool)
         truncated = np.zeros((T, N), dtype=bool)
@@ -209,14 +206,17 @@ class RolloutCollector:
                 mask=mask,
                 policy_version=torch.full((T, N), self.policy_version, dtype=torch.int64),
                 extras=extras,
-                next_obs={k: torch.from_numpy(np.array(self.obs[k])) for k in keys},
+                next_obs={
+                    k: torch.from_numpy(np.array(v))
+                    for k, v in storable_obs(self.obs, self.envs.single_observation_space).items()
+                },
                 final_obs={
                     k: torch.from_numpy(
                         np.stack([row[2][k] for row in final_rows])
                         if final_rows
                         else obs_buf[k][0, :0].copy()
                     )
-                    for k in keys
+                    for k in obs_buf
                 },
                 final_index=torch.tensor([[t, n] for t, n, _ in final_rows], dtype=torch.int64).reshape(
                     -1, 2
@@ -234,8 +234,9 @@ class RolloutCollector:
         Returns the policy's step and the vector env's ``(obs, reward, terminated, truncated, info)``.
         """
         assert self.obs is not None
+        stored = storable_obs(self.obs, self.envs.single_observation_space)
         for key, buffer in obs_buf.items():
-            buffer[t] = self.obs[key]
+            buffer[t] = stored[key]
         with torch.inference_mode():
             step = self.policy.act(obs_to_torch(self.obs, self.device))
         return (step, *self.envs.step(env_action(self.envs.single_action_space, step)))
@@ -275,16 +276,23 @@ class RolloutCollector:
                 if isinstance(v, (bool, int, float, np.bool_, np.integer, np.floating)):
                     stats.metrics.setdefault(key, []).append(float(v))
             if bootstrap[i] and self.mode == AutoresetMode.SAME_STEP:
-                final = info["final_obs"][i]
-                final_rows.append((t, int(i), {k: np.asarray(final[k]) for k in final}))
+                final_rows.append((t, int(i), self._stored_row(info["final_obs"][i])))
             elif bootstrap[i] and self.mode == AutoresetMode.DISABLED:
-                final_rows.append((t, int(i), {k: np.array(v[i]) for k, v in next_obs.items()}))
+                final_rows.append((t, int(i), self._stored_row({k: v[i] for k, v in next_obs.items()})))
         self._episode_return[done] = 0.0
         self._episode_length[done] = 0
         self.policy.reset(torch.from_numpy(done))
         if self.mode == AutoresetMode.DISABLED:
             next_obs, _ = self.envs.reset(options={"reset_mask": done})
         return next_obs
+
+    def _stored_row(self, obs: dict[str, Any]) -> dict[str, np.ndarray]:
+        """One env's observation as a rollout stores it (texts encoded)."""
+        batch = {
+            k: np.array([v], dtype=object) if isinstance(v, str) else np.asarray(v)[None]
+            for k, v in obs.items()
+        }
+        return {k: v[0] for k, v in storable_obs(batch, self.envs.single_observation_space).items()}
 
     def _store_components(self, out: np.ndarray, info: dict[str, Any], done: np.ndarray) -> None:
         """Write this step's named reward components ``[N, K]`` (from final_info where needed)."""
@@ -405,7 +413,7 @@ class TorchRolloutCollector:
                 next_obs={k: self.obs[k].clone() for k in keys},
                 final_obs={
                     k: torch.cat([f[k] for _, f in finals]) if finals else obs_buf[k][0, :0].clone()
-                    for k in keys
+                    for k in obs_buf
                 },
                 final_index=torch.cat([i for i, _ in finals])
                 if finals

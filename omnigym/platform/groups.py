@@ -18,12 +18,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
-from omnigym.platform.collect import (
-    RolloutCollector,
-    _numeric_keys,
-    action_tensor,
-    group_seeds,
-)
+from omnigym.platform.collect import RolloutCollector, action_tensor, group_seeds
+from omnigym.platform.text_obs import storable_obs
 from omnigym.platform.types import EpisodeStats, PolicyStep, Rollout
 from omnigym.policies.base import Policy
 
@@ -80,8 +76,8 @@ class GroupCollector(RolloutCollector):
         self.next_seed += self.num_groups
         assert self.obs is not None
         T, N = self.num_steps, self.num_envs
-        keys = _numeric_keys(self.obs)
-        obs_buf = {k: np.zeros((T, *self.obs[k].shape), dtype=self.obs[k].dtype) for k in keys}
+        first = storable_obs(self.obs, self.envs.single_observation_space)
+        obs_buf = {k: np.zeros((T, *v.shape), dtype=v.dtype) for k, v in first.items()}
         rewards = np.zeros((T, N), dtype=np.float32)
         terminated = np.zeros((T, N), dtype=bool)
         truncated = np.zeros((T, N), dtype=bool)

@@ -6,13 +6,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+import pytest
 import torch
 from gymnasium import spaces
 
 from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.groups import GroupCollector
+from omnigym.platform.text_obs import decode_texts, encode_texts, text_width
 from omnigym.platform.types import Obs, PolicyStep
-from omnigym.platform.vec_env import EnvConfig, make_vec_env
+from omnigym.platform.vec_env import EnvConfig, make_env, make_vec_env
 from omnigym.policies.base import Policy, PolicyConfig
 
 WORDS = ("+", "-", "<answer>+</answer>", "jump")
@@ -61,7 +63,13 @@ def test_rollout_of_text_actions_keeps_tokens_and_numeric_observations() -> None
     rollout, stats = collector.collect()
     assert rollout.actions.shape == (12, 4) and not rollout.actions.any()  # placeholders
     assert rollout.extras["tokens"].shape == (12, 4, 1)
-    assert set(rollout.obs) == {"image"}  # text is not a tensor: the policy keeps what it needs
+    # Text observations are stored as fixed-width UTF-8 rows and decode to what the envs showed.
+    assert set(rollout.obs) == {"image", "text"} and rollout.obs["text"].dtype == torch.uint8
+    assert rollout.obs["text"].shape[:2] == (12, 4) and rollout.next_obs["text"].shape[0] == 4
+    first = make_env("omnigym/NumberLine-v0", action_space="text").reset(seed=2)[0]["text"]
+    assert decode_texts(rollout.obs["text"][0])[2] == first
+    moved = [text.splitlines()[-1] for text in decode_texts(rollout.obs["text"][:, 0])]
+    assert len(set(moved)) > 1  # the current number changes along the episode
     invalid = rollout.extras["tokens"][..., 0] == WORDS.index("jump")
     # a 'jump' never moves the number: its step pays the invalid-action penalty (and nothing else)
     torch.testing.assert_close(rollout.rewards[invalid], torch.full((int(invalid.sum()),), -0.1))
@@ -74,3 +82,14 @@ def test_group_rollout_of_text_actions() -> None:
     rollout, _ = GroupCollector(envs, policy, group_size=2, max_steps=20).collect()
     assert rollout.extras["tokens"].shape == (20, 4, 1)
     torch.testing.assert_close(rollout.obs["image"][0, 0], rollout.obs["image"][0, 1])  # one start per group
+
+
+def test_text_encoding_round_trip_and_width() -> None:
+    texts = ["game: Maze\n#..", "", "héllo ünïcode"]
+    codes = encode_texts(texts, 32)
+    assert codes.shape == (3, 32) and codes.dtype == np.uint8
+    assert decode_texts(codes) == texts and decode_texts(torch.from_numpy(codes)) == texts
+    assert text_width(spaces.Text(16, charset="abc")) == 16  # ASCII: a byte per character
+    assert text_width(spaces.Text(16, charset="aé")) == 64  # UTF-8: up to 4 bytes each
+    with pytest.raises(ValueError, match="exceeds"):
+        encode_texts(["x" * 33], 32)

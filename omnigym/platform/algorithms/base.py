@@ -20,18 +20,24 @@ from omnigym.policies.base import Policy
 
 @torch.no_grad()
 def rollout_logprob(policy: Policy, rollout: Rollout) -> Tensor:
-    """``policy``'s log-probability of every stored action part. Shape: [T, N, L].
+    """``policy``'s log-probability of every stored action part (0 on invalid steps). Shape: [T, N, L].
 
-    How a proximal, reference or target policy re-scores a rollout (no gradient).
+    How a proximal, reference or target policy re-scores a rollout (no gradient). Only valid
+    steps are scored: padding steps (after a group's episodes all ended) are not transitions and
+    may hold nothing a policy can read (a VLM's empty prompt).
     """
-    T, N = rollout.num_steps, rollout.num_envs
+    keep = rollout.valid.reshape(-1)
 
     def flat(t: Tensor) -> Tensor:
-        return t.reshape(T * N, *t.shape[2:])
+        return t.reshape(keep.shape[0], *t.shape[2:])[keep]
 
     obs = {k: flat(v) for k, v in rollout.obs.items()}
     extras = {k: flat(v) for k, v in rollout.extras.items()}
-    return policy.evaluate(obs, flat(rollout.actions), extras).logprob.reshape(rollout.logprob.shape)
+    logprob = rollout.logprob.new_zeros(rollout.logprob.shape).reshape(keep.shape[0], -1)
+    if not keep.any():
+        return logprob.reshape(rollout.logprob.shape)
+    logprob[keep] = policy.evaluate(obs, flat(rollout.actions), extras).logprob.reshape(int(keep.sum()), -1)
+    return logprob.reshape(rollout.logprob.shape)
 
 
 @dataclass
