@@ -192,8 +192,9 @@ def _cmd_collect(args: argparse.Namespace) -> int:
         label = f"{entry.spec}:stochastic" if stochastic else entry.spec
         sources.append(PolicySource(policy, entry.fraction, deterministic=not stochastic, label=label))
     summary = collect_dataset(
-        sources, args.env, args.dataset_id, episodes=args.episodes, seed=args.seed, env_kwargs=env_kwargs
-    )
+        sources, args.env, args.dataset_id, episodes=args.episodes, seed=args.seed, env_kwargs=env_kwargs,
+        jpeg_images=args.jpeg_images,
+    )  # fmt: skip
     success = "" if summary.success_rate is None else f", success rate {summary.success_rate:.3f}"
     print(
         f"wrote Minari dataset {summary.dataset_id}: {summary.episodes} episodes, {summary.steps} steps, "
@@ -238,6 +239,38 @@ def _cmd_vlm(args: argparse.Namespace) -> int:
 
     path = make_tiny(args.arch, Path(args.out), seed=args.seed)
     print(f"tiny {args.arch} model, tokenizer and processor saved to {path}")
+    return 0
+
+
+def _cmd_vlm_sft(args: argparse.Namespace) -> int:
+    import minari
+
+    from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.platform.evaluate import evaluate_policy, format_summary
+    from omnigym.platform.experiment import config_dir
+    from omnigym.policies.vlm.policy import VLMPolicyConfig
+    from omnigym.policies.vlm.sft import SFTConfig, finetune_on_dataset
+
+    base = load_yaml(config_dir() / "policy" / "vlm.yaml")
+    policy_config = build_dataclass(VLMPolicyConfig, apply_overrides(base, args.overrides), path="policy")
+    sft = SFTConfig(steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, seed=args.seed)
+
+    def log(step: int, metrics: dict[str, float]) -> None:
+        print(
+            f"step {step}/{sft.steps}: nll {metrics['train/sft_nll']:.4f} ({metrics['time/elapsed_s']:.0f} s)"
+        )
+
+    policy, _ = finetune_on_dataset(
+        args.dataset, policy_config, sft, successful_only=not args.all_episodes, callback=log
+    )
+    path = policy.save_pretrained(args.out)
+    print(f"fine-tuned policy saved to {path} (Hugging Face model: {path / 'hf'})")
+    if args.eval_episodes > 0:
+        spec = minari.load_dataset(args.dataset).spec.env_spec
+        result = evaluate_policy(
+            policy, spec.id, episodes=args.eval_episodes, seed=args.eval_seed, env_kwargs=dict(spec.kwargs)
+        )
+        print(format_summary(result.summary()))
     return 0
 
 
@@ -347,6 +380,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="sample actions instead of the mode (experts add their noise); random always samples",
     )  # fmt: skip
     collect.add_argument("--env-kwargs", default=None, help="JSON keyword arguments for the env")
+    collect.add_argument(
+        "--jpeg-images", action="store_true",
+        help="store image observations JPEG-encoded (smaller, lossy); default: exactly as rendered",
+    )  # fmt: skip
     collect.set_defaults(func=_cmd_collect)
 
     agent_eval = sub.add_parser(
@@ -371,10 +408,31 @@ def build_parser() -> argparse.ArgumentParser:
     make_tiny = vlm_sub.add_parser(
         "make-tiny", help="build a tiny random VLM + a locally trained tokenizer + processor (offline tests)"
     )
-    make_tiny.add_argument("--arch", required=True, choices=["qwen2_vl", "qwen2_5_vl", "idefics3"])
+    make_tiny.add_argument("--arch", required=True, choices=["qwen2_vl", "qwen2_5_vl", "idefics3", "qwen2"])
     make_tiny.add_argument("--out", required=True, help="directory to save_pretrained into")
     make_tiny.add_argument("--seed", type=int, default=0, help="weight and tokenizer seed (default 0)")
     make_tiny.set_defaults(func=_cmd_vlm)
+    sft = vlm_sub.add_parser(
+        "sft", help="supervised fine-tuning on a Minari dataset of text actions (e.g. an oracle's)"
+    )
+    sft.add_argument("--dataset", required=True, help="Minari dataset id (omnigym collect ...)")
+    sft.add_argument("--out", required=True, help="directory for the fine-tuned policy (and its hf/ model)")
+    sft.add_argument("--steps", type=int, default=200, help="optimiser steps (default 200)")
+    sft.add_argument("--batch-size", type=int, default=32, help="demonstrations per step (default 32)")
+    sft.add_argument(
+        "--lr", type=float, default=1e-3, help="AdamW learning rate (default 1e-3; real VLMs ~1e-5)"
+    )
+    sft.add_argument("--seed", type=int, default=0, help="minibatch order (default 0)")
+    sft.add_argument("--all-episodes", action="store_true", help="also learn from unsuccessful episodes")
+    sft.add_argument(
+        "--eval-episodes", type=int, default=0, help="then evaluate on the dataset's env (default 0: no)"
+    )
+    sft.add_argument("--eval-seed", type=int, default=10_000, help="first evaluation seed (default 10000)")
+    sft.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE",
+        help="policy config over configs/policy/vlm.yaml, e.g. model=tiny:idefics3 max_new_tokens=8",
+    )  # fmt: skip
+    sft.set_defaults(func=_cmd_vlm_sft)
 
     listing = sub.add_parser(
         "list", help="list envs, policies, algorithms, world models, experiments, benchmarks"
