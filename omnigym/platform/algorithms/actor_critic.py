@@ -14,7 +14,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig
+from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig, anneal_learning_rate
 from omnigym.platform.algorithms.optim import FlatParameters
 from omnigym.platform.types import OnPolicyBatch
 from omnigym.policies.base import Policy
@@ -138,9 +138,7 @@ class ActorCritic(Algorithm):
         cfg = self.config
         assert isinstance(cfg, ActorCriticConfig)
         if cfg.anneal_lr:
-            lr = cfg.learning_rate * max(0.0, 1.0 - fraction)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
+            anneal_learning_rate(self.optimizer, cfg.learning_rate, fraction)
 
     def state_dict(self) -> dict[str, Any]:
         """Critic and optimiser state."""

@@ -40,6 +40,12 @@ def rollout_logprob(policy: Policy, rollout: Rollout) -> Tensor:
     return logprob.reshape(rollout.logprob.shape)
 
 
+def anneal_learning_rate(optimizer: torch.optim.Optimizer, initial: float, fraction: float) -> None:
+    """Set every group's learning rate to ``initial * (1 - fraction)`` (linear decay to 0)."""
+    for group in optimizer.param_groups:
+        group["lr"] = initial * max(0.0, 1.0 - fraction)
+
+
 @dataclass
 class AlgorithmConfig:
     """Base of every algorithm config; ``type`` is the registered algorithm name."""

@@ -35,7 +35,7 @@ from omnigym.platform.algorithms.advantages import (
     group_advantages,
     reward_decoupled_advantages,
 )
-from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig, rollout_logprob
+from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig, anneal_learning_rate, rollout_logprob
 from omnigym.platform.algorithms.losses import (
     AGGREGATIONS,
     aggregation_weights,
@@ -79,6 +79,8 @@ class GRPOConfig(AlgorithmConfig):
     """Adam learning rate (LLM recipes use 1e-6; this default suits small MLP/CNN policies)."""
     adam_eps: float = 1e-8
     """Adam epsilon."""
+    anneal_lr: bool = False
+    """Decay the learning rate linearly to 0 over ``total_steps`` (steadier final policy)."""
     max_grad_norm: float = 1.0
     """Global gradient-norm clip."""
     clip_low: float = 0.2
@@ -324,6 +326,11 @@ class GRPO(Algorithm):
         return out
 
     # --- state ---------------------------------------------------------------------------------
+    def set_progress(self, fraction: float) -> None:
+        """With ``anneal_lr``, decay the learning rate linearly to 0 at the end of training."""
+        if self.config.anneal_lr:
+            anneal_learning_rate(self.optimizer, self.config.learning_rate, fraction)
+
     def state_dict(self) -> dict[str, Any]:
         """Optimiser, update count and the reference policy's weights."""
         return {

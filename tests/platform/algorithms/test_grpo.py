@@ -198,3 +198,12 @@ def test_config_errors() -> None:
         build(loss_aggregation="sum")
     with pytest.raises(ValueError, match="multiple of group_size"):
         build().process_rollout(group_rollout([1.0, 0.0, 0.0]))
+
+
+@pytest.mark.parametrize("anneal", [False, True])
+def test_learning_rate_anneals_linearly_only_when_asked(anneal: bool) -> None:
+    algorithm = build(learning_rate=1e-3, anneal_lr=anneal)
+    for fraction, annealed in [(0.0, 1e-3), (0.25, 7.5e-4), (1.0, 0.0)]:
+        algorithm.set_progress(fraction)
+        lr = algorithm.optimizer.param_groups[0]["lr"]
+        assert lr == pytest.approx(annealed if anneal else 1e-3)
