@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -80,19 +81,8 @@ def resolve_policy(spec: str, env_id: str, env_kwargs: dict | None = None) -> Po
     from omnigym.policies.base import CONFIG_FILE, Policy
 
     path = Path(spec)
-    if _is_hf_model_dir(path):
-        from gymnasium import spaces
-
-        from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig
-
-        env = make_env(env_id, **(env_kwargs or {}))
-        try:
-            obs_space = env.observation_space
-            if not isinstance(obs_space, spaces.Dict):
-                raise TypeError(f"{env_id} has no Dict observations for a VLM policy")
-            return VLMPolicy(VLMPolicyConfig(model=str(path)), obs_space, env.action_space)
-        finally:
-            env.close()
+    if _is_hf_model_dir(path) or _is_model_id(spec):
+        return _language_model_agent(spec, env_id, env_kwargs)
     if path.exists():
         candidates = [path, path / "policy", path / "best_policy"]
         checkpoint = latest_checkpoint(path) if path.is_dir() else None
@@ -110,6 +100,37 @@ def resolve_policy(spec: str, env_id: str, env_kwargs: dict | None = None) -> Po
         return policy_cls(policy_cls.config_class(), env.observation_space, env.action_space)
     finally:
         env.close()
+
+
+def _language_model_agent(model: str, env_id: str, env_kwargs: dict | None) -> Policy:
+    """A ``vlm`` policy over a model directory, hub id or ``tiny:`` spec (text only for an LM)."""
+    from gymnasium import spaces
+
+    from omnigym.platform.vec_env import make_env
+    from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig, resolve_model_class
+    from omnigym.policies.vlm.tiny import resolve_model
+
+    env = make_env(env_id, **(env_kwargs or {}))
+    try:
+        obs_space = env.observation_space
+        if not isinstance(obs_space, spaces.Dict):
+            raise TypeError(f"{env_id} has no Dict observations for a VLM policy")
+        text_only = resolve_model_class(resolve_model(model), "auto") == "causal_lm"
+        config = VLMPolicyConfig(model=model, obs_keys=("text",) if text_only else ("image", "text"))
+        return VLMPolicy(config, obs_space, env.action_space)
+    except OSError as exc:  # transformers' "not a local folder and not a valid model identifier"
+        raise FileNotFoundError(
+            f"--policy {model}: no such local path, registered policy or loadable Hugging Face model ({exc})"
+        ) from exc
+    finally:
+        env.close()
+
+
+def _is_model_id(spec: str) -> bool:
+    """A ``tiny:ARCH`` spec, or what looks like a hub id (``org/name``) and is no local path."""
+    return spec.startswith("tiny:") or (
+        not Path(spec).exists() and re.fullmatch(r"[\w.-]+/[\w.-]+", spec) is not None
+    )
 
 
 def _is_hf_model_dir(path: Path) -> bool:
@@ -244,6 +265,7 @@ def _cmd_vlm(args: argparse.Namespace) -> int:
 
 def _cmd_vlm_sft(args: argparse.Namespace) -> int:
     import minari
+    import torch
 
     from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
     from omnigym.platform.evaluate import evaluate_policy, format_summary
@@ -260,8 +282,9 @@ def _cmd_vlm_sft(args: argparse.Namespace) -> int:
             f"step {step}/{sft.steps}: nll {metrics['train/sft_nll']:.4f} ({metrics['time/elapsed_s']:.0f} s)"
         )
 
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     policy, _ = finetune_on_dataset(
-        args.dataset, policy_config, sft, successful_only=not args.all_episodes, callback=log
+        args.dataset, policy_config, sft, successful_only=not args.all_episodes, callback=log, device=device
     )
     path = policy.save_pretrained(args.out)
     print(f"fine-tuned policy saved to {path} (Hugging Face model: {path / 'hf'})")
@@ -424,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sft.add_argument("--seed", type=int, default=0, help="minibatch order (default 0)")
     sft.add_argument("--all-episodes", action="store_true", help="also learn from unsuccessful episodes")
+    sft.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, cuda:1, ...")
     sft.add_argument(
         "--eval-episodes", type=int, default=0, help="then evaluate on the dataset's env (default 0: no)"
     )

@@ -51,15 +51,16 @@ def is_encoded_text(value: Any) -> bool:
     return dtype in (torch.uint8, np.uint8) and value.ndim == 2
 
 
-def storable_obs(obs: dict[str, Any], space: spaces.Dict) -> dict[str, np.ndarray]:
+def storable_obs(obs: dict[str, Any], space: spaces.Space) -> dict[str, np.ndarray]:
     """The part of a vector env's observation a rollout stores, as arrays ``[N, ...]``.
 
-    Numeric keys as they are; ``Text`` keys (object arrays of strings) encoded to
-    ``[N, text_width]`` bytes; anything else dropped.
+    Numeric keys as they are; ``Text`` keys of the (``Dict``) observation space, object arrays
+    of strings, encoded to ``[N, text_width]`` bytes; anything else dropped.
     """
+    subspaces = space.spaces if isinstance(space, spaces.Dict) else {}
     stored: dict[str, np.ndarray] = {}
     for key, value in obs.items():
-        subspace = space.spaces.get(key)
+        subspace = subspaces.get(key)
         if isinstance(subspace, spaces.Text):
             stored[key] = encode_texts(value, text_width(subspace))
         elif isinstance(value, np.ndarray) and value.dtype != object:

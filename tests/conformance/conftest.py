@@ -12,9 +12,6 @@ env family's observation texts gets them from :data:`POLICY_TEXTS` (fixture ``te
 from __future__ import annotations
 
 import os
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tiny models are built locally; never reach the hub
-
 import subprocess
 import sys
 from collections.abc import Callable, Iterator

@@ -184,3 +184,18 @@ def test_eval_of_a_run_dir_uses_the_runs_env_settings(
     assert main(["eval", "--policy", str(run_dir), "--env", "CartPole-v1", "--episodes", "2", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["length_mean"] <= 20  # the run's time limit, not CartPole's 500
+
+
+def test_model_ids_become_language_model_agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    from omnigym.platform.cli import resolve_policy
+    from omnigym.policies.vlm.policy import VLMPolicy
+
+    monkeypatch.setenv("OMNIGYM_CACHE", str(tmp_path))
+    kwargs = {"action_space": "text"}
+    vlm = resolve_policy("tiny:idefics3", "omnigym/NumberLine-v0", kwargs)
+    assert isinstance(vlm, VLMPolicy) and vlm.config.obs_keys == ("image", "text")
+    text_only = resolve_policy("tiny:qwen2", "omnigym/NumberLine-v0", kwargs)
+    assert isinstance(text_only, VLMPolicy) and text_only.config.obs_keys == ("text",)
+    with pytest.raises(FileNotFoundError, match="no such local path, registered policy or loadable"):
+        resolve_policy("no-such-org/no-such-model", "omnigym/NumberLine-v0", kwargs)

@@ -385,7 +385,9 @@ class VLMPolicy(Policy):
         left, so a malformed reply is an invalid action, never an out-of-space one.
         """
         actions = [answer_text(r) if self.config.output_format == "answer" else r for r in replies]
-        charset, length = self.action_space.character_set, self.action_space.max_length
+        space = self.action_space
+        assert isinstance(space, spaces.Text)  # checked in __init__
+        charset, length = space.character_set, space.max_length
         return ["".join(char for char in action if char in charset)[:length] for action in actions]
 
     def _token_stats(self, logits: Tensor, tokens: Tensor) -> tuple[Tensor, Tensor]:

@@ -163,6 +163,7 @@ def finetune_on_dataset(
     successful_only: bool = True,
     template: str = ANSWER_TEMPLATE,
     callback: Callable[[int, dict[str, float]], None] | None = None,
+    device: torch.device | str = "cpu",
 ) -> tuple[VLMPolicy, list[dict[str, float]]]:
     """A new :class:`VLMPolicy` for the dataset's spaces, fine-tuned on its demonstrations.
 
@@ -173,6 +174,7 @@ def finetune_on_dataset(
         successful_only: learn only from the episodes that succeeded.
         template: target reply of an action (``{action}`` is replaced).
         callback: see :func:`supervised_finetune`.
+        device: where the model trains (e.g. ``cuda``).
 
     Raises:
         ValueError: the dataset's actions are not text.
@@ -185,7 +187,7 @@ def finetune_on_dataset(
     dataset = minari.load_dataset(dataset_id)
     if not isinstance(dataset.action_space, spaces.Text):
         raise ValueError(f"{dataset_id}: a VLM learns text actions; the dataset's are {dataset.action_space}")
-    policy = VLMPolicy(policy_config, dataset.observation_space, dataset.action_space)
+    policy = VLMPolicy(policy_config, dataset.observation_space, dataset.action_space).to(device)
     obs = {key: steps.obs[key] for key in policy_config.obs_keys}
     history = supervised_finetune(policy, obs, answer_targets(steps.actions, template), config, callback)
     return policy, history
