@@ -58,3 +58,17 @@ def make_policy():
         return VLMPolicy(VLMPolicyConfig(model=str(path), **config), env.observation_space, env.action_space)
 
     return make
+
+
+def _activate_lora(policy) -> None:
+    """Give LoRA adapters non-zero weights (B starts at zero, so fresh adapters change nothing)."""
+    with torch.no_grad():
+        for name, param in policy.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.5)
+
+
+@pytest.fixture
+def activate_lora():
+    """:func:`_activate_lora`, for tests that check adapters survive saving."""
+    return _activate_lora
