@@ -4,7 +4,8 @@ Each game's solver (``GameEnv.solve``) reads the state part of the text and retu
 discrete action: optimal for Sokoban and Maze (BFS), Points24/EZPoints (search), FrozenLake
 (value iteration) and Blackjack (the exact infinite-deck decision); see docs/envs/games.md. The
 policy answers in the env's own format: an index for ``action_space="discrete"``, the action's
-word for ``"text"`` (read from the observation's ``actions:`` line). It produces demonstrations
+word for ``"text"`` (read from the observation's ``actions:`` line, or the game's default
+vocabulary when the env was made with ``instructions=False``). It produces demonstrations
 (``omnigym collect --policy game_solver``) and validates that generated levels are solvable.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -46,15 +48,24 @@ def game_class(name: str) -> type[GameEnv]:
 def action_words(text: str) -> list[str]:
     """The action vocabulary in index order, from a ``text`` observation's ``actions:`` line.
 
-    The line reads ``w0 | w1 | ...``, then an optional ``; note``.
+    The line reads ``w0 | w1 | ...``, then an optional ``; note``. A text without it (an env made
+    with ``instructions=False``) gets the vocabulary of the game's default configuration.
     """
     for line in text.split("\n"):
         if line.startswith(ACTIONS_PREFIX):
             words = line[len(ACTIONS_PREFIX) :].split("; ", 1)[0]
             return [word.strip() for word in words.split(" | ")]
-    raise ValueError(
-        "game_solver answers in text from the 'actions:' line; make the env with instructions=True"
-    )
+    return list(default_action_words(game_name(text)))
+
+
+@cache
+def default_action_words(name: str) -> tuple[str, ...]:
+    """The action words, in index order, of game ``name`` made with its default configuration."""
+    env = game_class(name)()
+    try:
+        return tuple(env.action_word(index) for index in range(env.grammar.num_actions))
+    finally:
+        env.close()
 
 
 def solve_text(text: str) -> int:

@@ -90,8 +90,8 @@ def test_text_answers_use_the_observations_vocabulary() -> None:
 def test_solver_errors_name_the_problem() -> None:
     with pytest.raises(ValueError, match="no solver for 'Atari-Pong'"):
         solve_text("game: Atari-Pong\nlives: 3")
-    with pytest.raises(ValueError, match="instructions=True"):
-        action_words("game: Maze\nboard:\n#####")
+    with pytest.raises(ValueError, match="no solver for 'Atari-Pong'"):
+        action_words("game: Atari-Pong\nlives: 3")  # no actions line and no default vocabulary
     with pytest.raises(ValueError, match="'text' observation"):
         POLICIES.build("game_solver", GameSolverConfig(), *spaces_of_keys("omnigym/Maze-v0", ("image",)))
 
@@ -119,3 +119,19 @@ def test_solver_demonstrations_become_a_minari_dataset(
         assert episode.terminations[-1] and not episode.truncations.any()
         assert episode.rewards[-1] == pytest.approx(-0.1 + 1.0 + 10.0)  # the last push finishes the room
         assert episode.observations["image"].shape[1:] == (96, 96, 3)
+
+
+def test_text_answers_without_instructions_use_the_default_vocabulary() -> None:
+    """A learner may see states only (instructions=False); the solver still answers in words."""
+    env = make_env("omnigym/NumberLine-v0", action_space="text", instructions=False)
+    solver = solver_for("omnigym/NumberLine-v0", action_space="text", instructions=False)
+    for seed in range(10):
+        obs, _ = env.reset(seed=seed)
+        assert "actions:" not in obs["text"] and "rules:" not in obs["text"]
+        done = False
+        while not done:
+            (word,) = solver.act({"text": np.array([obs["text"]], dtype=object)}).action
+            obs, _, done, _, info = env.step(word)
+            assert info["action_valid"], info["action_error"]
+        assert info["is_success"]
+    assert action_words("game: Maze\nboard:\n#####") == ["up", "down", "left", "right"]
