@@ -297,6 +297,34 @@ def _cmd_vlm_sft(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bc(args: argparse.Namespace) -> int:
+    import torch
+
+    from omnigym.policies.chunking.train import ImitationConfig, imitate_dataset
+
+    config = ImitationConfig(
+        steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, seed=args.seed,
+        log_every=args.log_every, eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+        successful_only=args.successful_only,
+    )  # fmt: skip
+
+    def log(step: int, metrics: dict[str, float]) -> None:
+        shown = {
+            k: v
+            for k, v in metrics.items()
+            if k.startswith(("train/loss", "eval/success", "eval/return_mean"))
+        }
+        text = " ".join(f"{k} {v:.4g}" for k, v in shown.items())
+        print(f"step {step}/{config.steps}: {text} ({metrics['time/elapsed_s']:.0f} s)")
+
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    policy, _ = imitate_dataset(
+        args.dataset, args.policy, args.overrides, config, callback=log, device=device
+    )
+    print(f"{args.policy} policy saved to {policy.save_pretrained(args.out)}")
+    return 0
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
@@ -457,6 +485,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="policy config over configs/policy/vlm.yaml, e.g. model=tiny:idefics3 max_new_tokens=8",
     )  # fmt: skip
     sft.set_defaults(func=_cmd_vlm_sft)
+
+    bc = sub.add_parser(
+        "bc", help="imitation-train a diffusion, flow or meanflow action-chunk policy on a Minari dataset"
+    )
+    bc.add_argument("--dataset", required=True, help="Minari dataset id (omnigym collect ...)")
+    bc.add_argument("--policy", required=True, choices=["diffusion", "flow", "meanflow"])
+    bc.add_argument("--out", required=True, help="directory to save the trained policy in")
+    bc.add_argument("--steps", type=int, default=1000, help="optimiser steps (default 1000)")
+    bc.add_argument("--batch-size", type=int, default=64, help="demonstration windows per step (default 64)")
+    bc.add_argument("--lr", type=float, default=1e-4, help="AdamW peak learning rate (default 1e-4)")
+    bc.add_argument("--seed", type=int, default=0, help="initialisation and window order (default 0)")
+    bc.add_argument("--log-every", type=int, default=100, help="steps between log lines (default 100)")
+    bc.add_argument(
+        "--eval-every", type=int, default=0, help="steps between evaluations (default 0: at the end)"
+    )
+    bc.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=0,
+        help="episodes per evaluation on the dataset's env (default 0: none)",
+    )
+    bc.add_argument("--successful-only", action="store_true", help="learn only from successful episodes")
+    bc.add_argument("--device", default="auto", help="auto (cuda when available), cpu, cuda, ...")
+    bc.add_argument(
+        "overrides", nargs="*", metavar="KEY=VALUE",
+        help="policy config over configs/policy/<policy>.yaml, e.g. num_inference_steps=5 horizon=8",
+    )  # fmt: skip
+    bc.set_defaults(func=_cmd_bc)
 
     listing = sub.add_parser(
         "list", help="list envs, policies, algorithms, world models, experiments, benchmarks"

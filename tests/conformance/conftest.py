@@ -128,8 +128,26 @@ def vlm_config(obs_kind: str, action_kind: str, tiny_model_dirs: TinyModelDirs) 
     return VLMPolicyConfig(model=str(model), obs_keys=obs_keys, max_new_tokens=8, max_prompt_tokens=160)
 
 
+def replanning_chunk_config(policy_name: str) -> PolicyConfigHook:
+    """An action-chunk policy (``diffusion``, ``flow``, ``meanflow``) that re-plans every step.
+
+    With its default ``n_action_steps`` such a policy returns the next action of its queued chunk
+    on each call, so two calls on one observation differ by design; re-planning every step makes
+    ``act`` a function of the observation history, which is what the contract checks. Chunk
+    execution itself is tested in ``tests/policies/diffusion``.
+    """
+
+    def hook(obs_kind: str, action_kind: str, tiny_model_dirs: TinyModelDirs) -> Any:
+        return POLICIES.get(policy_name).config_class(n_action_steps=1)
+
+    return hook
+
+
 PolicyConfigHook = Callable[[str, str, TinyModelDirs], Any]
-POLICY_CONFIGS: dict[str, PolicyConfigHook] = {"vlm": vlm_config}
+POLICY_CONFIGS: dict[str, PolicyConfigHook] = {
+    "vlm": vlm_config,
+    **{name: replanning_chunk_config(name) for name in ("diffusion", "flow", "meanflow")},
+}
 """Policy name -> ``hook(obs_kind, action_kind, tiny_model_dirs)``: the config the policy tests
 build that policy with for those spaces (kinds as in ``test_policies.py``), or None to skip the
 combination. Policies not listed are built with their default config."""

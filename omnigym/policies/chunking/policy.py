@@ -1,0 +1,395 @@
+"""The base of the action-chunk generative policies: chunked acting, normalisation, EMA.
+
+A subclass supplies the generative model's two halves on normalised action chunks
+``[B, horizon, action_dim]``: :meth:`ChunkPolicy.objective` (the training loss) and
+:meth:`ChunkPolicy.sample` (noise -> chunk). Everything else is shared:
+
+* **Receding horizon** (Diffusion Policy, Chi et al. 2023, §III-C): ``act`` keeps the last
+  ``n_obs_steps`` observations per row, samples a chunk of ``horizon`` actions whenever a row's
+  queue is empty, and returns one action per call from the chunk's executed slice
+  ``[n_obs_steps - 1, n_obs_steps - 1 + n_action_steps)``; ``reset(done_mask)`` clears the
+  history and queue of finished rows only, so only those rows re-sample on the next call.
+* **Normalisation**: actions (and vector observations) are min-max scaled to [-1, 1]; the
+  statistics are buffers (saved with the weights) set by :meth:`ChunkPolicy.fit_normalizers`.
+  Until then the action range is the action space's bounds (or [-1, 1] where unbounded).
+* **EMA**: a copy of the network follows the trained one with Diffusion Policy's decay
+  ``min(max_decay, 1 - (1 + step)^-power)`` (0 at the first update); acting uses the copy, which
+  is saved too. The imitation loop calls :meth:`ChunkPolicy.update_ema` after each optimiser step.
+* **Determinism**: with ``deterministic=True`` every row starts from the same fixed noise
+  (seeded by ``noise_seed``), so an action depends only on the observation history, not on the
+  call count or the batch layout.
+
+Log-probabilities: ``act`` returns one part with log-probability 0 (behaviour cloning only).
+DPPO / Flow-GRPO fine-tuning will score each denoising step as a Gaussian part; :meth:`sample`
+already returns the chain of intermediate chunks for that.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from torch import Tensor, nn
+
+from omnigym.platform.types import OBS_IMAGE, OBS_STATE, Obs, PolicyStep
+from omnigym.policies.base import Policy, PolicyConfig
+from omnigym.policies.chunking.encoders import MinMaxNormalizer, ObservationEncoder
+from omnigym.policies.chunking.unet import ConditionalUnet1D
+
+
+@dataclass
+class ChunkPolicyConfig(PolicyConfig):
+    """What the chunk policies share; defaults follow Diffusion Policy with a CPU-sized U-Net."""
+
+    obs_keys: tuple[str, ...] = ()
+    """Observation keys to read (Box spaces); empty: ``image`` and ``state``, those the env has."""
+    n_obs_steps: int = 2
+    """Observation history length (To)."""
+    horizon: int = 16
+    """Predicted actions per chunk (Tp); divisible by 2^(len(down_dims) - 1)."""
+    n_action_steps: int = 8
+    """Actions executed from each chunk before re-planning (Ta); at most horizon - To + 1."""
+    down_dims: tuple[int, ...] = (64, 128, 256)
+    """U-Net channels per level (the paper's (512, 1024, 2048) is ~60x the compute)."""
+    kernel_size: int = 5
+    """U-Net temporal kernel."""
+    n_groups: int = 8
+    """GroupNorm groups in the U-Net (must divide every down_dims entry)."""
+    time_embed_dim: int = 128
+    """Width of the sinusoidal time embedding."""
+    state_hidden_sizes: tuple[int, ...] = (256, 256)
+    """MLP over the normalised vector keys of one step (empty: the vector itself)."""
+    image_widths: tuple[int, ...] = (32, 64, 128)
+    """Image encoder: stem width, then one stride-2 residual block per further width."""
+    num_keypoints: int = 32
+    """Spatial-softmax keypoints of the image encoder."""
+    image_feature_dim: int = 64
+    """Width of one image encoding."""
+    crop_ratio: float = 0.9
+    """Image crop side / image side: random crop in training, centre crop when acting (1: none)."""
+    use_ema: bool = True
+    """Act with an exponential moving average of the weights."""
+    ema_power: float = 0.75
+    """EMA decay warm-up power: decay = 1 - (1 + step)^-power."""
+    ema_max_decay: float = 0.9999
+    """Largest EMA decay."""
+    noise_seed: int = 0
+    """Seed of the fixed initial noise used by deterministic acting."""
+    temporal_ensemble: bool = False
+    """Re-plan every step and act with the weighted mean of every chunk's prediction for the
+    step (ACT's temporal ensembling, Zhao et al. 2023); needs n_action_steps 1."""
+    ensemble_coeff: float = 0.01
+    """Temporal-ensembling weight exp(-ensemble_coeff * i) of the i-th oldest prediction."""
+
+    def __post_init__(self) -> None:
+        """Reject horizons and widths the U-Net and the receding horizon cannot use."""
+        self.obs_keys = tuple(self.obs_keys)
+        self.down_dims = tuple(self.down_dims)
+        if self.n_obs_steps < 1 or self.n_action_steps < 1:
+            raise ValueError("policy.n_obs_steps and n_action_steps must be >= 1")
+        if self.n_obs_steps - 1 + self.n_action_steps > self.horizon:
+            raise ValueError(
+                f"policy.horizon {self.horizon} is shorter than n_obs_steps - 1 + n_action_steps "
+                f"= {self.n_obs_steps - 1 + self.n_action_steps}"
+            )
+        if not self.down_dims or self.horizon % 2 ** (len(self.down_dims) - 1):
+            raise ValueError(
+                f"policy.horizon {self.horizon} must be divisible by 2^(len(down_dims) - 1) "
+                f"for down_dims {self.down_dims}"
+            )
+        if any(d % self.n_groups for d in self.down_dims):
+            raise ValueError(f"policy.n_groups {self.n_groups} must divide every down_dims {self.down_dims}")
+        if not 0 < self.crop_ratio <= 1:
+            raise ValueError(f"policy.crop_ratio must be in (0, 1], got {self.crop_ratio}")
+        if self.temporal_ensemble and self.n_action_steps != 1:
+            raise ValueError("policy.temporal_ensemble re-plans every step: set n_action_steps to 1")
+
+
+class ChunkDenoiser(nn.Module):
+    """The trained network: the observation encoder and the conditional U-Net."""
+
+    def __init__(self, encoder: ObservationEncoder, unet: ConditionalUnet1D) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.unet = unet
+
+
+class ChunkPolicy(Policy):
+    """Receding-horizon acting over a generative model of action chunks (see the module doc)."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"act", "compute_loss", "trainable"})
+    num_times: ClassVar[int] = 1
+    """Scalar times the U-Net is conditioned on (MeanFlow: r and t)."""
+    config: ChunkPolicyConfig
+    action_low: Tensor
+    action_high: Tensor
+    ema_step: Tensor
+    fixed_noise: Tensor
+
+    def __init__(
+        self, config: ChunkPolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
+    ) -> None:
+        super().__init__(config, observation_space, action_space)
+        if not isinstance(action_space, spaces.Box):
+            raise TypeError(
+                f"{type(self).__name__} generates continuous (Box) actions, not {type(action_space).__name__}"
+            )
+        self.action_shape: tuple[int, ...] = tuple(action_space.shape)
+        self.action_dim = math.prod(self.action_shape)
+        self.state_keys, self.image_keys = self._resolve_keys(observation_space, config.obs_keys)
+        shapes = {k: tuple(observation_space[k].shape or ()) for k in (*self.state_keys, *self.image_keys)}
+        state_dims = [math.prod(shapes[k]) for k in self.state_keys]
+        image_channels = [shapes[k][2] for k in self.image_keys]
+        low, high = (
+            torch.as_tensor(b, dtype=torch.float32).flatten() for b in (action_space.low, action_space.high)
+        )
+        self.register_buffer("action_low", low, persistent=False)  # the space's bounds clamp actions
+        self.register_buffer("action_high", high, persistent=False)
+        bounded = torch.isfinite(low) & torch.isfinite(high)
+        self.action_normalizer = MinMaxNormalizer(
+            torch.where(bounded, low, -1.0), torch.where(bounded, high, 1.0)
+        )
+        self.state_normalizer = MinMaxNormalizer(-torch.ones(sum(state_dims)), torch.ones(sum(state_dims)))
+        encoder = ObservationEncoder(
+            state_dims, image_channels, config.n_obs_steps, tuple(config.state_hidden_sizes),
+            tuple(config.image_widths), config.num_keypoints, config.image_feature_dim, config.crop_ratio,
+        )  # fmt: skip
+        unet = ConditionalUnet1D(
+            self.action_dim, encoder.out_dim, config.down_dims, config.kernel_size,
+            config.n_groups, config.time_embed_dim, self.num_times,
+        )  # fmt: skip
+        self.model = ChunkDenoiser(encoder, unet)
+        self.ema_model: ChunkDenoiser | None = None
+        if config.use_ema:
+            self.ema_model = copy.deepcopy(self.model).requires_grad_(False)
+        self.register_buffer("ema_step", torch.zeros((), dtype=torch.long))
+        noise = torch.randn(
+            config.horizon, self.action_dim, generator=torch.Generator().manual_seed(config.noise_seed)
+        )
+        self.register_buffer("fixed_noise", noise, persistent=False)
+        self._history: dict[str, Tensor] = {}
+        self._queue = torch.zeros(0)
+        self._queue_pos = torch.zeros(0, dtype=torch.long)
+        self._fresh = torch.zeros(0, dtype=torch.bool)
+        self._ens = torch.zeros(0)
+        self._ens_count = torch.zeros(0, dtype=torch.long)
+
+    @staticmethod
+    def _resolve_keys(observation_space: spaces.Dict, keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
+        """Split the observation keys read into vector keys and ``[H, W, C]`` image keys."""
+        chosen = keys or tuple(k for k in (OBS_IMAGE, OBS_STATE) if k in observation_space.spaces)
+        if not keys:
+            unread = [k for k, s in observation_space.spaces.items() if not isinstance(s, spaces.Box)]
+            if unread:
+                raise TypeError(
+                    f"chunk policies read Box observations only; set policy.obs_keys to skip {unread}"
+                )
+        if not chosen:
+            raise TypeError(f"no image or state key to read in {sorted(observation_space.spaces)}")
+        state_keys: list[str] = []
+        image_keys: list[str] = []
+        for key in chosen:
+            space = observation_space.spaces.get(key)
+            if space is None:
+                raise ValueError(
+                    f"policy.obs_keys names {key!r}, but the env observes {sorted(observation_space.spaces)}"
+                )
+            if not isinstance(space, spaces.Box):
+                raise TypeError(f"chunk policies read Box observations; {key!r} is {type(space).__name__}")
+            is_image = len(space.shape or ()) == 3 and space.dtype == np.uint8
+            (image_keys if is_image else state_keys).append(key)
+        sizes = {tuple(observation_space[k].shape or ())[:2] for k in image_keys}
+        if len(sizes) > 1:
+            raise ValueError(f"image keys {image_keys} have different sizes {sorted(sizes)}")
+        return state_keys, image_keys
+
+    # --- the generative model (subclasses) ------------------------------------------------------
+    def objective(self, actions: Tensor, cond: Tensor) -> tuple[Tensor, dict[str, float]]:
+        """Training loss on normalised chunks ``actions [B, Tp, Da]`` given features ``cond [B, C]``."""
+        raise NotImplementedError
+
+    def sample(self, noise: Tensor, cond: Tensor, unet: ConditionalUnet1D) -> tuple[Tensor, list[Tensor]]:
+        """Generate normalised chunks from ``noise [B, Tp, Da]``.
+
+        Returns:
+            The chunks and the chain of intermediate chunks (noise first, the result last),
+            each ``[B, Tp, Da]``.
+        """
+        raise NotImplementedError
+
+    # --- data -----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def fit_normalizers(self, obs: dict[str, Any], actions: Any) -> None:
+        """Set the min-max statistics from demonstrations.
+
+        Args:
+            obs: key -> ``[N, ...]`` (vector keys are read).
+            actions: Shape: [N, *action_shape].
+        """
+        self.action_normalizer.fit(torch.as_tensor(np.asarray(actions)).reshape(-1, self.action_dim))
+        if self.state_keys:
+            flat = [
+                torch.as_tensor(np.asarray(obs[k])).reshape(len(obs[k]), -1).float() for k in self.state_keys
+            ]
+            self.state_normalizer.fit(torch.cat(flat, dim=-1))
+
+    def encode(self, history: Obs, model: ChunkDenoiser, random_crop: bool = False) -> Tensor:
+        """Features of observation histories key -> ``[B, To, ...]``. Shape: [B, cond_dim]."""
+        device = self.fixed_noise.device
+        states = images = None
+        if self.state_keys:
+            parts = [history[k].to(device).flatten(2).float() for k in self.state_keys]
+            states = self.state_normalizer.normalize(torch.cat(parts, dim=-1))
+        if self.image_keys:
+            pixels = [history[k].to(device).permute(0, 1, 4, 2, 3).float() / 255 for k in self.image_keys]
+            images = torch.cat(pixels, dim=2)
+        return model.encoder(states, images, random_crop)
+
+    def _windows(self, batch: Any) -> tuple[Obs, Tensor]:
+        """``(obs history [B, To, ...], action chunks [B, Tp, Da])`` of a :class:`ChunkBatch`.
+
+        A batch of single steps (``obs [B, ...]``, ``actions [B, *action_shape]``, e.g. an
+        ``OnPolicyBatch``) is read as windows padded by repeating that step.
+        """
+        cfg = self.config
+        history = {}
+        for key in (*self.state_keys, *self.image_keys):
+            value = batch.obs[key]
+            if value.dim() == len(self.observation_space[key].shape or ()) + 1:
+                value = value.unsqueeze(1).expand(-1, cfg.n_obs_steps, *value.shape[1:])
+            history[key] = value
+        actions = batch.actions.to(self.fixed_noise.device).float()
+        if actions.dim() == len(self.action_shape) + 1:
+            actions = actions.unsqueeze(1).expand(-1, cfg.horizon, *actions.shape[1:])
+        return history, actions.reshape(actions.shape[0], cfg.horizon, self.action_dim)
+
+    def compute_loss(self, batch: Any) -> tuple[Tensor, dict[str, float]]:
+        """The generative model's loss on demonstration windows (a :class:`ChunkBatch`)."""
+        history, actions = self._windows(batch)
+        cond = self.encode(history, self.model, random_crop=True)
+        return self.objective(self.action_normalizer.normalize(actions), cond)
+
+    @torch.no_grad()
+    def update_ema(self) -> None:
+        """Move the EMA weights towards the trained ones; call after each optimiser step."""
+        if self.ema_model is None:
+            return
+        step = int(self.ema_step)
+        decay = 0.0 if step == 0 else min(self.config.ema_max_decay, 1 - (1 + step) ** -self.config.ema_power)
+        for ema, param in zip(self.ema_model.parameters(), self.model.parameters(), strict=True):
+            ema.lerp_(param.detach(), 1 - decay)
+        self.ema_step.add_(1)
+
+    # --- acting ---------------------------------------------------------------------------------
+    @property
+    def acting_model(self) -> ChunkDenoiser:
+        """The weights ``act`` uses: the EMA copy when enabled."""
+        return self.ema_model if self.ema_model is not None else self.model
+
+    @torch.no_grad()
+    def sample_chunks(self, history: Obs, deterministic: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """Sample whole chunks for observation histories key -> ``[B, To, ...]``.
+
+        Returns:
+            The chunks in the env's units, ``[B, Tp, *action_shape]``, and the normalised chain
+            of :meth:`sample` (each ``[B, Tp, Da]``).
+        """
+        model = self.acting_model
+        cond = self.encode(history, model)
+        batch = cond.shape[0]
+        if deterministic:
+            noise = self.fixed_noise.expand(batch, -1, -1)
+        else:
+            noise = torch.randn(batch, *self.fixed_noise.shape, device=cond.device)
+        normalized, chain = self.sample(noise, cond, model.unet)
+        chunk = self.action_normalizer.unnormalize(normalized.clamp(-1, 1))
+        chunk = chunk.clamp(self.action_low, self.action_high)  # infinite bounds clamp nothing
+        return chunk.reshape(batch, self.config.horizon, *self.action_shape), chain
+
+    def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
+        """One action per row from its queue, sampling a new chunk for rows whose queue is empty."""
+        cfg = self.config
+        current = {
+            k: torch.as_tensor(obs[k], device=self.fixed_noise.device)
+            for k in (*self.state_keys, *self.image_keys)
+        }
+        batch = next(iter(current.values())).shape[0]
+        if self._queue_pos.shape[0] != batch:
+            self._start(batch)
+        for key, value in current.items():
+            # a fresh row fills its history with the current observation (Diffusion Policy's padding)
+            stacked = value.unsqueeze(1).expand(-1, cfg.n_obs_steps, *value.shape[1:])
+            if key in self._history:
+                rolled = torch.cat([self._history[key][:, 1:], value.unsqueeze(1)], dim=1)
+                fresh = self._fresh.view(-1, *([1] * (value.dim())))
+                stacked = torch.where(fresh, stacked, rolled)
+            self._history[key] = stacked.clone()
+        if cfg.temporal_ensemble:
+            chunk, _ = self.sample_chunks(self._history, deterministic)
+            action = self._ensemble(chunk[:, cfg.n_obs_steps - 1 :])
+            self._fresh = torch.zeros_like(self._fresh)
+            logprob = torch.zeros(batch, 1, device=action.device)
+            return PolicyStep(action=action, logprob=logprob, mask=torch.ones_like(logprob, dtype=torch.bool))
+        empty = (self._queue_pos >= cfg.n_action_steps).nonzero().squeeze(-1)
+        if len(empty):
+            chunk, _ = self.sample_chunks({k: v[empty] for k, v in self._history.items()}, deterministic)
+            start = cfg.n_obs_steps - 1
+            queue, position = self._queue.clone(), self._queue_pos.clone()
+            queue[empty] = chunk[:, start : start + cfg.n_action_steps]
+            position[empty] = 0
+            self._queue, self._queue_pos = queue, position
+        action = self._queue[torch.arange(batch), self._queue_pos]
+        self._queue_pos = self._queue_pos + 1
+        self._fresh = torch.zeros_like(self._fresh)
+        logprob = torch.zeros(batch, 1, device=action.device)
+        return PolicyStep(action=action, logprob=logprob, mask=torch.ones_like(logprob, dtype=torch.bool))
+
+    def _ensemble(self, chunk: Tensor) -> Tensor:
+        """ACT's temporal ensembling (online): this step's action from every chunk's prediction.
+
+        This step's chunk ``[B, L, *action_shape]`` joins the running weighted means of the steps
+        it predicts, and the current step's mean is popped. Every earlier chunk predicted the
+        current step too; prediction ``i`` (0: oldest) weighs ``w_i = exp(-ensemble_coeff * i)``.
+        A running mean over ``n`` predictions is rescaled by ``W_n = w_0 + ... + w_{n-1}`` before
+        the new one joins with weight ``w_n``.
+        """
+        length = chunk.shape[1]
+        weights = torch.exp(-self.config.ensemble_coeff * torch.arange(length, device=chunk.device))
+        cumulative = torch.cat([weights.new_zeros(1), weights.cumsum(0)])  # W_0 = 0, ..., W_L
+        count = self._ens_count  # [B, L - 1]; 0 where no chunk predicted the step yet
+        shape = (*count.shape, *([1] * (chunk.dim() - 2)))
+        folded = (
+            self._ens * cumulative[count].view(shape) + chunk[:, :-1] * weights[count].view(shape)
+        ) / cumulative[count + 1].view(shape)
+        means = torch.cat([folded, chunk[:, -1:]], dim=1)
+        counts = torch.cat([(count + 1).clamp(max=length), torch.ones_like(count[:, :1])], dim=1)
+        self._ens, self._ens_count = means[:, 1:], counts[:, 1:]
+        return means[:, 0]
+
+    def _start(self, batch: int) -> None:
+        device = self.fixed_noise.device
+        length = self.config.horizon - self.config.n_obs_steps  # predicted steps after the current one
+        self._ens = torch.zeros(batch, length, *self.action_shape, device=device)
+        self._ens_count = torch.zeros(batch, length, dtype=torch.long, device=device)
+        self._history = {}
+        self._queue = torch.zeros(batch, self.config.n_action_steps, *self.action_shape, device=device)
+        self._queue_pos = torch.full((batch,), self.config.n_action_steps, dtype=torch.long, device=device)
+        self._fresh = torch.ones(batch, dtype=torch.bool, device=device)
+
+    def reset(self, done_mask: Any = None) -> None:
+        """Forget the history and queued actions of rows where ``done_mask [B]`` (all rows if None)."""
+        if done_mask is None or self._queue_pos.shape[0] == 0:
+            self._start(0)
+            return
+        done = torch.as_tensor(np.asarray(done_mask), dtype=torch.bool, device=self._queue_pos.device)
+        if done.shape != self._queue_pos.shape:
+            self._start(0)
+            return
+        self._queue_pos = torch.where(done, self.config.n_action_steps, self._queue_pos)
+        self._ens_count = torch.where(done.unsqueeze(-1), 0, self._ens_count)
+        self._fresh = self._fresh | done

@@ -1,0 +1,214 @@
+"""Imitation learning for the action-chunk policies: AdamW on demonstration windows.
+
+Diffusion Policy's recipe (ALGORITHMS.md §9.1): AdamW (lr 1e-4, betas (0.95, 0.999), weight
+decay 1e-6), a cosine learning-rate schedule with warm-up, an EMA update after every step, and
+min-max normalisers fitted once on the whole dataset. :func:`imitate_dataset` builds a policy
+for a Minari dataset's spaces and trains it; :func:`train_imitation` trains a given policy.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from omnigym.policies.chunking.data import DemoWindows
+from omnigym.policies.chunking.policy import ChunkPolicy, ChunkPolicyConfig
+
+logger = logging.getLogger(__name__)
+
+CHUNK_POLICIES = ("diffusion", "flow", "meanflow")
+"""Registered policies :func:`imitate_dataset` can train."""
+
+
+@dataclass
+class ImitationConfig:
+    """How to train: AdamW steps on random demonstration windows (Diffusion Policy's defaults)."""
+
+    steps: int = 1000
+    """Optimiser steps."""
+    batch_size: int = 64
+    """Windows per step (drawn with replacement)."""
+    learning_rate: float = 1e-4
+    """AdamW peak learning rate."""
+    betas: tuple[float, float] = (0.95, 0.999)
+    """AdamW betas."""
+    weight_decay: float = 1e-6
+    """AdamW weight decay."""
+    warmup_steps: int = 500
+    """Linear warm-up steps of the cosine schedule (capped at a tenth of ``steps``)."""
+    max_grad_norm: float = 0.0
+    """Gradient-norm clip (0: none, as Diffusion Policy)."""
+    seed: int = 0
+    """Network initialisation and window order."""
+    log_every: int = 100
+    """Steps between log lines (and ``callback`` calls); 0 logs only the end."""
+    eval_every: int = 0
+    """Steps between success evaluations on the dataset's env (0: none, but at the end if
+    ``eval_episodes``)."""
+    eval_episodes: int = 0
+    """Episodes per evaluation (0: no evaluation)."""
+    eval_seed: int = 10_000
+    """First evaluation episode's seed (away from the demonstrations' seeds)."""
+    successful_only: bool = False
+    """Learn only from episodes whose metadata says they succeeded."""
+
+    def __post_init__(self) -> None:
+        """Reject counts and rates that cannot train."""
+        self.betas = (float(self.betas[0]), float(self.betas[1]))
+        if self.steps < 1 or self.batch_size < 1:
+            raise ValueError("imitation steps and batch_size must be >= 1")
+        if self.learning_rate <= 0:
+            raise ValueError(f"imitation learning_rate must be > 0, got {self.learning_rate}")
+
+
+Evaluator = Callable[[ChunkPolicy], dict[str, float]]
+"""``evaluate(policy) -> metrics`` (e.g. ``{"eval/success_rate": ...}``)."""
+
+
+def train_imitation(
+    policy: ChunkPolicy,
+    windows: DemoWindows,
+    config: ImitationConfig | None = None,
+    *,
+    evaluate: Evaluator | None = None,
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Fit ``policy`` (in place) to demonstration ``windows``; returns the logged metrics.
+
+    The normalisers are not fitted here (see :meth:`ChunkPolicy.fit_normalizers`).
+
+    Args:
+        policy: a chunk policy whose ``n_obs_steps`` and ``horizon`` match the windows.
+        windows: the demonstrations.
+        config: steps and optimiser settings.
+        evaluate: called every ``eval_every`` steps and at the end; its metrics are logged.
+        callback: called as ``callback(step, metrics)`` at each log point.
+    """
+    from diffusers.optimization import get_cosine_schedule_with_warmup
+
+    config = config or ImitationConfig()
+    parameters = [p for p in policy.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(
+        parameters, lr=config.learning_rate, betas=config.betas, weight_decay=config.weight_decay
+    )
+    warmup = min(config.warmup_steps, config.steps // 10)
+    schedule = get_cosine_schedule_with_warmup(optimizer, warmup, config.steps)
+    rng = np.random.default_rng(config.seed)
+    history: list[dict[str, float]] = []
+    start = time.perf_counter()
+    policy.train()
+    for step in range(1, config.steps + 1):
+        loss, metrics = policy.compute_loss(windows.sample(config.batch_size, rng, policy.device))
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(parameters, config.max_grad_norm)
+        optimizer.step()
+        schedule.step()
+        policy.update_ema()
+        last = step == config.steps
+        evaluating = evaluate is not None and (last or (config.eval_every and step % config.eval_every == 0))
+        if evaluating or last or (config.log_every and step % config.log_every == 0):
+            metrics = {
+                **metrics,
+                "train/lr": float(schedule.get_last_lr()[0]),
+                "time/elapsed_s": time.perf_counter() - start,
+            }
+            if evaluating and evaluate is not None:
+                policy.eval()
+                metrics.update(evaluate(policy))
+                policy.train()
+            logger.info("imitation step %d/%d: %s", step, config.steps, metrics)
+            history.append({"step": float(step), **metrics})
+            if callback is not None:
+                callback(step, metrics)
+    policy.eval()
+    policy.reset()
+    return history
+
+
+def imitate_dataset(
+    dataset_id: str,
+    policy_name: str,
+    policy_overrides: list[str] | None = None,
+    config: ImitationConfig | None = None,
+    *,
+    callback: Callable[[int, dict[str, float]], None] | None = None,
+    device: torch.device | str = "cpu",
+) -> tuple[ChunkPolicy, list[dict[str, float]]]:
+    """A new ``diffusion`` / ``flow`` / ``meanflow`` policy trained on a Minari dataset.
+
+    The policy config is ``configs/policy/<policy_name>.yaml`` with ``policy_overrides``
+    (``KEY=VALUE``) applied; its normalisers are fitted on the dataset. With
+    ``config.eval_episodes``, success is measured on the dataset's env (as recorded in the
+    dataset) every ``config.eval_every`` steps and at the end.
+
+    Args:
+        dataset_id: a dataset under ``$MINARI_DATASETS_PATH`` (e.g. from ``omnigym collect``).
+        policy_name: one of :data:`CHUNK_POLICIES`.
+        policy_overrides: policy config overrides, e.g. ``["num_inference_steps=5"]``.
+        config: training settings.
+        callback: see :func:`train_imitation`.
+        device: where to train.
+
+    Raises:
+        ValueError: an unknown policy, or a dataset whose actions the policy cannot model.
+    """
+    import minari
+
+    from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.platform.datasets import load_dataset_steps
+    from omnigym.platform.experiment import config_dir
+    from omnigym.platform.registry import POLICIES
+
+    if policy_name not in CHUNK_POLICIES:
+        raise ValueError(f"imitation trains {', '.join(CHUNK_POLICIES)}, not {policy_name!r}")
+    config = config or ImitationConfig()
+    policy_cls = POLICIES.get(policy_name)
+    base = load_yaml(config_dir() / "policy" / f"{policy_name}.yaml")
+    policy_config: ChunkPolicyConfig = build_dataclass(
+        policy_cls.config_class, apply_overrides(base, policy_overrides or []), path="policy"
+    )
+    dataset = minari.load_dataset(dataset_id)
+    steps = load_dataset_steps(dataset_id, successful_only=config.successful_only)
+    torch.manual_seed(config.seed)
+    try:
+        policy: ChunkPolicy = policy_cls(policy_config, dataset.observation_space, dataset.action_space)
+    except TypeError as exc:
+        raise ValueError(f"{dataset_id}: {exc}") from exc
+    keys = (*policy.state_keys, *policy.image_keys)
+    obs = {key: steps.obs[key] for key in keys}
+    policy.fit_normalizers(obs, steps.actions)
+    policy.to(device)
+    windows = DemoWindows(
+        obs, steps.actions, steps.episode_index, policy_config.n_obs_steps, policy_config.horizon
+    )
+    evaluate = _dataset_evaluator(dataset, config) if config.eval_episodes > 0 else None
+    return policy, train_imitation(policy, windows, config, evaluate=evaluate, callback=callback)
+
+
+def _dataset_evaluator(dataset: Any, config: ImitationConfig) -> Evaluator:
+    """Success (and return) of a policy on the env the dataset was recorded on."""
+    from omnigym.platform.evaluate import evaluate_policy
+
+    spec = dataset.spec.env_spec
+    if spec is None:
+        raise ValueError(f"{dataset.spec.dataset_id}: the dataset records no env to evaluate on")
+
+    def evaluate(policy: ChunkPolicy) -> dict[str, float]:
+        result = evaluate_policy(
+            policy,
+            spec.id,
+            episodes=config.eval_episodes,
+            seed=config.eval_seed,
+            env_kwargs=dict(spec.kwargs),
+        )
+        return {f"eval/{key}": float(value) for key, value in result.summary().items()}
+
+    return evaluate

@@ -1,0 +1,1 @@
+"""Flow-matching action-chunk policies: rectified flow (``flow``) and MeanFlow (``meanflow``)."""

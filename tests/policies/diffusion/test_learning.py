@@ -1,0 +1,87 @@
+"""Behaviour cloning with each chunk policy actually learns a state -> action map."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from omnigym.platform.cli import main
+from omnigym.platform.datasets import load_dataset_steps
+from omnigym.policies.base import Policy
+from omnigym.policies.chunking.data import DemoWindows
+from omnigym.policies.chunking.train import ImitationConfig, train_imitation
+from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
+from omnigym.policies.flow.meanflow import MeanFlowPolicy, MeanFlowPolicyConfig
+from omnigym.policies.flow.policy import FlowPolicy, FlowPolicyConfig
+
+# one U-Net level keeps a training step ~10 ms (30 ms for MeanFlow's JVP)
+SMALL = {"n_obs_steps": 1, "horizon": 4, "n_action_steps": 1, "down_dims": (32,), "state_hidden_sizes": (64,)}
+SMALL_TIME = {"time_embed_dim": 32}
+LOSS = {"diffusion": "train/loss_denoise", "flow": "train/loss_flow", "meanflow": "train/meanflow_mse"}
+
+
+def target(states: np.ndarray) -> np.ndarray:
+    return np.stack([-states[:, 0], 0.5 * states[:, 1]], axis=1).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    ("cls", "config"),
+    [
+        (DiffusionPolicy, DiffusionPolicyConfig),
+        (FlowPolicy, FlowPolicyConfig),
+        (MeanFlowPolicy, MeanFlowPolicyConfig),
+    ],
+    ids=["diffusion", "flow", "meanflow"],
+)
+def test_bc_learns_a_state_to_action_map(cls: type, config: type) -> None:
+    rng = np.random.default_rng(0)
+    states = rng.uniform(-1, 1, (256, 2)).astype(np.float32)
+    obs_space = spaces.Dict({"state": spaces.Box(-1, 1, (2,), np.float32)})
+    torch.manual_seed(0)
+    policy = cls(config(**SMALL, **SMALL_TIME), obs_space, spaces.Box(-1, 1, (2,), np.float32))
+    policy.fit_normalizers({"state": states}, target(states))
+    windows = DemoWindows({"state": states}, target(states), np.arange(256), n_obs_steps=1, horizon=4)
+    history = train_imitation(
+        policy,
+        windows,
+        ImitationConfig(steps=250, batch_size=64, learning_rate=3e-3, warmup_steps=0, log_every=1),
+    )
+    losses = [h[LOSS[cls.name]] for h in history]
+    assert np.mean(losses[-20:]) < 0.5 * np.mean(losses[:20])
+    test = rng.uniform(-1, 1, (256, 2)).astype(np.float32)
+    sampled = policy.act({"state": torch.as_tensor(test)}).action.numpy()
+    error = np.abs(sampled - target(test)).mean()
+    assert error < 0.12, f"mean absolute error {error:.3f} (predicting 0: 0.375)"  # measured 0.04-0.07
+
+
+def test_bc_command_trains_on_a_collected_dataset_and_saves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``omnigym bc`` end to end: PushT expert episodes -> a saved flow policy with the data's ranges."""
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    argv = [
+        "collect",
+        "--policy",
+        "pusht_expert",
+        "--env",
+        "omnigym/PushT-v0",
+        "--dataset-id",
+        "omnigym/t-v0",
+    ]
+    assert main([*argv, "--episodes", "2"]) == 0
+    out = tmp_path / "policy"
+    tiny = ["down_dims=[16,32]", "state_hidden_sizes=[32]", "num_inference_steps=2"]
+    argv = ["bc", "--dataset", "omnigym/t-v0", "--policy", "flow", "--out", str(out), "--steps", "3"]
+    assert main([*argv, "--eval-episodes", "1", *tiny]) == 0
+    policy = Policy.from_pretrained(out)
+    assert isinstance(policy, FlowPolicy) and policy.config.num_inference_steps == 2
+    steps = load_dataset_steps("omnigym/t-v0")
+    np.testing.assert_allclose(policy.action_normalizer.low.numpy(), steps.actions.min(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(
+        policy.state_normalizer.high.numpy(), steps.obs["state"].max(axis=0), rtol=1e-6
+    )
+    assert int(policy.ema_step) == 3

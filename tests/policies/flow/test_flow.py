@@ -1,0 +1,97 @@
+"""Flow matching and MeanFlow: the sanity checks of ALGORITHMS.md §9.2 and §9.3."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from omnigym.policies.flow.meanflow import (
+    MeanFlowPolicy,
+    MeanFlowPolicyConfig,
+    meanflow_loss,
+    meanflow_sample,
+)
+from omnigym.policies.flow.policy import FlowPolicy, FlowPolicyConfig, flow_pair, integrate
+
+TINY = {
+    "down_dims": (16, 32),
+    "state_hidden_sizes": (32,),
+    "time_embed_dim": 16,
+    "horizon": 8,
+    "n_action_steps": 4,
+}
+OBS_SPACE = spaces.Dict({"state": spaces.Box(-1, 1, (3,), np.float32)})
+ACTION_SPACE = spaces.Box(-1, 1, (2,), np.float32)
+
+
+@pytest.mark.parametrize(("method", "steps"), [("euler", 1), ("euler", 10), ("heun", 4)])
+def test_exact_velocity_of_one_pair_reaches_the_action(method: str, steps: int) -> None:
+    """§9.2: a model outputting the constant velocity ε - a reaches a from ε (in one Euler step too)."""
+    noise, action = torch.randn(3, 8, 2), torch.rand(3, 8, 2)
+    x_t, target = flow_pair(action, noise, torch.full((3,), 0.3))
+    torch.testing.assert_close(x_t, 0.3 * noise + 0.7 * action)
+    calls = []
+
+    def velocity(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        calls.append(t)
+        return target
+
+    end, chain = integrate(velocity, noise, steps, method)
+    torch.testing.assert_close(end, action, rtol=0, atol=1e-5)
+    assert len(chain) == steps + 1
+    assert len(calls) == steps * (2 if method == "heun" else 1)
+    assert calls[0][0].item() == 1.0  # starts from noise at t = 1
+
+
+def test_meanflow_loss_is_zero_for_the_exact_average_velocity_of_one_point() -> None:
+    """§9.3: for one data point x, u*(z, r, t) = (z - x) / t; the JVP gives du/dt = 0, loss 0."""
+    x = torch.randn(1, 8, 2).expand(6, -1, -1)
+    noise = torch.randn(6, 8, 2)
+    t = torch.tensor([0.2, 0.5, 0.9, 1.0, 0.7, 0.35])
+    r = torch.tensor([0.0, 0.5, 0.1, 0.0, 0.69, 0.3])
+
+    def exact(z: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return (z - x) / t.view(-1, 1, 1)
+
+    loss, error = meanflow_loss(exact, x, noise, r, t)
+    assert loss.item() == pytest.approx(0.0, abs=1e-9)
+    assert error.max().item() < 1e-10
+    wrong, _ = meanflow_loss(lambda z, r, t: (z - x) / t.view(-1, 1, 1) + r.view(-1, 1, 1), x, noise, r, t)
+    assert wrong.item() > 0.1  # a wrong tangent or target would not vanish either
+
+
+def test_meanflow_one_step_sample_of_the_exact_model_hits_the_target() -> None:
+    x = torch.rand(4, 8, 2)
+    noise = torch.randn(4, 8, 2)
+    exact = lambda z, r, t: (z - x) / t.view(-1, 1, 1)  # noqa: E731
+    for steps in (1, 3):
+        end, chain = meanflow_sample(exact, noise, steps)
+        torch.testing.assert_close(end, x, rtol=0, atol=1e-5)
+        assert len(chain) == steps + 1
+
+
+@pytest.mark.parametrize(
+    ("cls", "config", "calls"),
+    [(FlowPolicy, FlowPolicyConfig, 10), (MeanFlowPolicy, MeanFlowPolicyConfig, 1)],
+)
+def test_policy_sampling_calls_and_determinism(cls: type, config: type, calls: int) -> None:
+    torch.manual_seed(0)
+    policy = cls(config(**TINY), OBS_SPACE, ACTION_SPACE)
+    seen = []
+    policy.acting_model.unet.register_forward_hook(lambda *_: seen.append(1))
+    history = {"state": torch.randn(3, 2, 3)}
+    first, chain = policy.sample_chunks(history, deterministic=True)
+    assert len(seen) == calls and len(chain) == calls + 1
+    again, _ = policy.sample_chunks(history, deterministic=True)
+    torch.testing.assert_close(first, again, rtol=0, atol=0)
+    assert first.shape == (3, 8, 2)
+
+
+def test_meanflow_times_are_ordered_with_the_configured_share_equal() -> None:
+    torch.manual_seed(0)
+    policy = MeanFlowPolicy(MeanFlowPolicyConfig(**TINY, ratio_r_neq_t=0.25), OBS_SPACE, ACTION_SPACE)
+    r, t = policy.sample_times(20_000, torch.device("cpu"))
+    assert (r <= t).all() and ((t > 0) & (t < 1)).all()
+    assert (r != t).float().mean().item() == pytest.approx(0.25, abs=0.02)
