@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from omnigym.envs.games.experts import action_words
 from omnigym.platform.evaluate import ActionFn, evaluate_policy
 from omnigym.platform.vec_env import make_env
 from omnigym.policies.base import Policy, obs_to_torch
@@ -52,9 +53,13 @@ def suite_env_ids(suite: str) -> list[str]:
     return ids
 
 
-def suite_env_kwargs(env_id: str) -> dict[str, Any]:
-    """How the suite makes an env: games answer in text, like the GUI envs (a language agent's view)."""
-    return {"action_space": "text"} if env_id in GAME_IDS else {}
+def suite_env_kwargs(env_id: str, game_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """How the suite makes an env: games answer in text, like the GUI envs (a language agent's view).
+
+    ``game_kwargs`` are further options for the games (e.g. ``{"instructions": False}`` for agents
+    trained on the state alone); GUI envs take none.
+    """
+    return {"action_space": "text", **(game_kwargs or {})} if env_id in GAME_IDS else {}
 
 
 @dataclass
@@ -94,8 +99,9 @@ class CountingAgent:
 def random_agent(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> ActionFn:
     """Uniformly random well-formed actions for ``env_id``.
 
-    Text envs: a click anywhere on the screenshot (GUI) or a random word of the ``actions:``
-    vocabulary in the text observation (games); other action spaces: a sample of the space.
+    Text envs: a click anywhere on the screenshot (GUI) or a random word of the game's vocabulary
+    (its ``actions:`` line, or its default words without instructions); other action spaces: a
+    sample of the space.
     """
     rng = np.random.default_rng(seed)
     env = make_env(env_id, **env_kwargs)
@@ -110,16 +116,9 @@ def random_agent(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> Acti
         if "image" in obs and not texts[0].startswith("game: "):  # a GUI screen: click somewhere on it
             height, width = obs["image"].shape[1:3]
             return [f"click({rng.integers(width)}, {rng.integers(height)})" for _ in texts]
-        return [str(rng.choice(_vocabulary(text))) for text in texts]
+        return [str(rng.choice(action_words(text))) for text in texts]
 
     return act
-
-
-def _vocabulary(text: str) -> list[str]:
-    for line in text.split("\n"):
-        if line.startswith("actions: "):
-            return [word.strip() for word in line[len("actions: ") :].split("; ", 1)[0].split(" | ")]
-    raise ValueError("the random agent needs the 'actions:' line of a game's text observation")
 
 
 def oracle_agent(env_id: str, env_kwargs: dict[str, Any]) -> Policy:
@@ -141,12 +140,12 @@ AgentFactory = Callable[[str, dict[str, Any]], Any]
 
 def evaluate_agents(
     agents: dict[str, AgentFactory], env_ids: list[str], episodes: int, seed: int = 0,
-    video_dir: Path | None = None,
+    video_dir: Path | None = None, game_kwargs: dict[str, Any] | None = None,
 ) -> list[AgentResult]:  # fmt: skip
     """Every agent on every env over the same seeded episodes."""
     results = []
     for env_id in env_ids:
-        env_kwargs = suite_env_kwargs(env_id)
+        env_kwargs = suite_env_kwargs(env_id, game_kwargs)
         for name, factory in agents.items():
             try:
                 agent = factory(env_id, env_kwargs)

@@ -248,7 +248,10 @@ def _cmd_eval_agent(args: argparse.Namespace) -> int:
     if not agents:
         raise SystemExit("eval-agent: no agent to evaluate (give --policy, or drop --no-reference)")
     video_dir = Path(args.out) / "videos" if args.video else None
-    results = evaluate_agents(agents, suite_env_ids(args.suite), args.episodes, args.seed, video_dir)
+    game_kwargs = _json_kwargs(args.game_kwargs)
+    results = evaluate_agents(
+        agents, suite_env_ids(args.suite), args.episodes, args.seed, video_dir, game_kwargs=game_kwargs
+    )
     markdown, data = write_results(results, Path(args.out))
     print(results_markdown(results))
     print(f"wrote {markdown} and {data}")
@@ -452,6 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     agent_eval.add_argument("--no-reference", action="store_true", help="no oracle and random rows")
     agent_eval.add_argument("--video", action="store_true", help="record each agent's first episode per env")
+    agent_eval.add_argument(
+        "--game-kwargs", default=None,
+        help='JSON env options for the games, e.g. \'{"instructions": false}\' (state-only text)',
+    )  # fmt: skip
     agent_eval.set_defaults(func=_cmd_eval_agent)
 
     vlm = sub.add_parser("vlm", help="vision-language-model utilities")

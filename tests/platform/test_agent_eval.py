@@ -69,3 +69,25 @@ def test_results_markdown_has_one_row_per_pair_and_a_summary_per_agent() -> None
     results = evaluate_agents({"oracle": oracle_agent}, ["omnigym/Maze-v0"], episodes=2)
     markdown = results_markdown(results)
     assert markdown.count("| oracle |") == 2
+
+
+def test_game_kwargs_reach_the_games_only() -> None:
+    """Agents trained on the state alone are scored on instruction-less games; GUI envs are untouched."""
+    seen: dict[str, str] = {}
+
+    def recorder(env_id: str, kwargs: dict) -> object:
+        oracle = oracle_agent(env_id, kwargs)
+
+        def act(obs: dict) -> object:
+            seen[env_id] = str(obs["text"][0])
+            return oracle.predict(obs)
+
+        return act
+
+    game_kwargs = {"instructions": False}
+    results = evaluate_agents({"oracle": recorder}, ENVS, episodes=2, game_kwargs=game_kwargs)
+    assert all(r.success_rate == 1.0 for r in results)  # the solver answers without the actions line
+    assert "rules:" not in seen["omnigym/NumberLine-v0"] and "actions:" not in seen["omnigym/NumberLine-v0"]
+    assert seen["omnigym/GUI-ClickButton-v0"].startswith("instruction:")
+    random = random_agent("omnigym/NumberLine-v0", {"action_space": "text", **game_kwargs}, seed=0)
+    assert set(random({"text": [seen["omnigym/NumberLine-v0"]] * 20})) == {"-", "+"}
