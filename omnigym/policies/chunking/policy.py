@@ -19,9 +19,11 @@ A subclass supplies the generative model's two halves on normalised action chunk
   (seeded by ``noise_seed``), so an action depends only on the observation history, not on the
   call count or the batch layout.
 
-Log-probabilities: ``act`` returns one part with log-probability 0 (behaviour cloning only).
-DPPO / Flow-GRPO fine-tuning will score each denoising step as a Gaussian part; :meth:`sample`
-already returns the chain of intermediate chunks for that.
+Log-probabilities: by default ``act`` returns one part with log-probability 0 (behaviour cloning
+only). A subclass whose config sets ``rl_chain`` (``diffusion``: DPPO, ``flow``: Flow-GRPO) samples
+each chunk with a stochastic chain instead and returns its ``K`` stochastic denoising steps as the
+action's parts (see :meth:`ChunkPolicy.act` and the "RL fine-tuning" paragraph of
+docs/policies.md); :meth:`ChunkPolicy.evaluate` re-scores the stored chain with gradient.
 """
 
 from __future__ import annotations
@@ -36,10 +38,19 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.types import OBS_IMAGE, OBS_STATE, Obs, PolicyStep
+from omnigym.platform.types import OBS_IMAGE, OBS_STATE, Evaluation, Obs, PolicyStep
 from omnigym.policies.base import Policy, PolicyConfig
 from omnigym.policies.chunking.encoders import MinMaxNormalizer, ObservationEncoder
 from omnigym.policies.chunking.unet import ConditionalUnet1D
+
+LOG_2PI = math.log(2 * math.pi)
+EXTRA_CHAIN = "chain"
+"""Extras key of the stochastic chain ``[B, K + 1, horizon, action_dim]`` (normalised; zeros in
+rows that sampled no chunk at this step)."""
+EXTRA_SAMPLED = "chunk_sampled"
+"""Extras key of ``[B]`` bools: the row sampled a chunk at this step (its parts count)."""
+EXTRA_HISTORY = "obs_history."
+"""Extras key prefix of the observation history ``[B, To, ...]`` the chunk was conditioned on."""
 
 
 @dataclass
@@ -178,6 +189,8 @@ class ChunkPolicy(Policy):
         self._fresh = torch.zeros(0, dtype=torch.bool)
         self._ens = torch.zeros(0)
         self._ens_count = torch.zeros(0, dtype=torch.long)
+        if self.rl_chain:  # an instance-level capability: only the switched-on policy re-scores
+            setattr(self, "capabilities", type(self).capabilities | {"evaluate"})  # noqa: B010
 
     @staticmethod
     def _resolve_keys(observation_space: spaces.Dict, keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -221,6 +234,142 @@ class ChunkPolicy(Policy):
             each ``[B, Tp, Da]``.
         """
         raise NotImplementedError
+
+    # --- RL fine-tuning: stochastic chains scored step by step (DPPO, Flow-GRPO) -----------------
+    @property
+    def rl_chain(self) -> bool:
+        """Whether ``act`` samples stochastic chains and returns their steps as parts."""
+        return bool(getattr(self.config, "rl_chain", False))
+
+    @property
+    def num_chain_steps(self) -> int:
+        """Denoising steps N of a stochastic chain (deterministic ones first, then the parts)."""
+        raise NotImplementedError(f"{type(self).__name__} has no stochastic chain (rl_chain)")
+
+    @property
+    def num_chain_parts(self) -> int:
+        """Stochastic denoising steps K <= N per chunk: the action's parts under ``rl_chain``."""
+        return self.num_chain_steps
+
+    def chain_transition(
+        self, x: Tensor, step: int, cond: Tensor, unet: ConditionalUnet1D, stochastic: bool
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The Gaussian transition of chain step ``step`` (0: from the noise) out of ``x [B, Tp, Da]``.
+
+        Returns:
+            The mean ``[B, Tp, Da]`` (the deterministic step's result when not ``stochastic``), the
+            std to sample with and the std of the log-probability (scalars or broadcastable).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no stochastic chain (rl_chain)")
+
+    def chain_gaussian(self, target: Tensor, mean: Tensor, std: Tensor) -> tuple[Tensor, Tensor]:
+        """One part's log-probability and entropy ``[B]`` from per-element Gaussians.
+
+        Per element of the chunk, ``log N(target; mean, std^2)`` (clamped to the config's
+        ``[logprob_min, logprob_max]`` where it has them, DPPO), and the Gaussian entropy
+        ``0.5 + 0.5 log 2π + log std``; both reduced (config ``logprob_reduce``: mean or sum) over
+        the action dims of the executed slice or of the whole chunk (config ``logprob_slice``).
+        Shapes: target, mean [B, Tp, Da]; std broadcastable to them.
+        """
+        cfg = self.config
+        std = torch.as_tensor(std, dtype=mean.dtype, device=mean.device).expand_as(mean)
+        log_std = std.log()
+        logprob = -((target - mean) ** 2) / (2 * std**2) - log_std - 0.5 * LOG_2PI
+        entropy = 0.5 + 0.5 * LOG_2PI + log_std
+        low, high = getattr(cfg, "logprob_min", None), getattr(cfg, "logprob_max", None)
+        if low is not None or high is not None:
+            logprob = logprob.clamp(low, high)
+        if getattr(cfg, "logprob_slice", "chunk") == "executed":
+            start = cfg.n_obs_steps - 1
+            logprob = logprob[:, start : start + cfg.n_action_steps]
+            entropy = entropy[:, start : start + cfg.n_action_steps]
+        if getattr(cfg, "logprob_reduce", "mean") == "sum":
+            return logprob.sum(dim=(1, 2)), entropy.sum(dim=(1, 2))
+        return logprob.mean(dim=(1, 2)), entropy.mean(dim=(1, 2))
+
+    @torch.no_grad()
+    def sample_chain(self, history: Obs) -> tuple[Tensor, Tensor, Tensor]:
+        """Sample chunks with the stochastic chain, scoring each stochastic step.
+
+        The first ``N - K`` steps are deterministic; each of the last K draws
+        ``x' = mean + std * z`` (``z`` clipped to ``±randn_clip_value`` where the config has it).
+
+        Returns:
+            The chunks in the env's units ``[B, Tp, *action_shape]``, the normalised chain of the
+            stochastic steps ``[B, K + 1, Tp, Da]`` (its input first) and the log-probabilities
+            ``[B, K]``.
+        """
+        model = self.acting_model
+        cond = self.encode(history, model)
+        batch = cond.shape[0]
+        x = torch.randn(batch, *self.fixed_noise.shape, device=cond.device)
+        steps, parts = self.num_chain_steps, self.num_chain_parts
+        clip = float(getattr(self.config, "randn_clip_value", 0.0))
+        chain: list[Tensor] = []
+        logprobs: list[Tensor] = []
+        for step in range(steps):
+            stochastic = step >= steps - parts
+            mean, sample_std, logprob_std = self.chain_transition(x, step, cond, model.unet, stochastic)
+            if not stochastic:
+                x = mean
+                continue
+            if not chain:
+                chain.append(x)
+            z = torch.randn_like(mean)
+            if clip > 0:
+                z = z.clamp(-clip, clip)
+            x = mean + sample_std * z
+            chain.append(x)
+            logprobs.append(self.chain_gaussian(x, mean, logprob_std)[0])
+        chunk = self.action_normalizer.unnormalize(x.clamp(-1, 1))
+        chunk = chunk.clamp(self.action_low, self.action_high)
+        chunk = chunk.reshape(batch, self.config.horizon, *self.action_shape)
+        return chunk, torch.stack(chain, dim=1), torch.stack(logprobs, dim=1)
+
+    def score_chain(self, chain: Tensor, cond: Tensor, unet: ConditionalUnet1D) -> tuple[Tensor, Tensor]:
+        """Log-probabilities and entropies ``[B, K]`` of a stored chain ``[B, K + 1, Tp, Da]``."""
+        steps, parts = self.num_chain_steps, self.num_chain_parts
+        logprobs, entropies = [], []
+        for part in range(parts):
+            mean, _, logprob_std = self.chain_transition(
+                chain[:, part], steps - parts + part, cond, unet, True
+            )
+            logprob, entropy = self.chain_gaussian(chain[:, part + 1], mean, logprob_std)
+            logprobs.append(logprob)
+            entropies.append(entropy)
+        return torch.stack(logprobs, dim=1), torch.stack(entropies, dim=1)
+
+    def evaluate(self, obs: Obs, actions: Tensor, extras: dict[str, Tensor] | None = None) -> Evaluation:
+        """Re-score the chains ``act`` stored in ``extras`` under the current (trained) weights.
+
+        Rows that sampled no chunk at their step give log-probability and entropy 0 (their parts
+        are masked out). ``obs`` and ``actions`` are not read: the chain and the observation
+        history are in ``extras``.
+        """
+        if not self.rl_chain:
+            return super().evaluate(obs, actions, extras)
+        if extras is None or EXTRA_CHAIN not in extras or EXTRA_SAMPLED not in extras:
+            raise ValueError(f"{type(self).__name__}.evaluate needs the extras act returned (the chain)")
+        device = self.fixed_noise.device
+        chain = extras[EXTRA_CHAIN].to(device).float()
+        sampled = extras[EXTRA_SAMPLED].to(device).bool()
+        # keeps the graph connected when no row in the batch sampled a chunk
+        anchor = 0.0 * next(self.model.unet.parameters()).sum()
+        logprob = chain.new_zeros(chain.shape[0], chain.shape[1] - 1) + anchor
+        entropy = torch.zeros_like(logprob)
+        rows = sampled.nonzero().squeeze(-1)
+        if len(rows):
+            history = {k: extras[EXTRA_HISTORY + k][rows] for k in (*self.state_keys, *self.image_keys)}
+            cond = self.encode(history, self.model)
+            row_logprob, row_entropy = self.score_chain(chain[rows], cond, self.model.unet)
+            logprob = logprob.index_put((rows,), row_logprob)
+            entropy = entropy.index_put((rows,), row_entropy)
+        return Evaluation(logprob=logprob, entropy=entropy)
+
+    def use_ema_weights(self) -> None:
+        """Copy the EMA weights into the trained network (before RL fine-tuning acts with it)."""
+        if self.ema_model is not None:
+            self.model.load_state_dict(self.ema_model.state_dict())
 
     # --- data -----------------------------------------------------------------------------------
     @torch.no_grad()
@@ -288,8 +437,14 @@ class ChunkPolicy(Policy):
     # --- acting ---------------------------------------------------------------------------------
     @property
     def acting_model(self) -> ChunkDenoiser:
-        """The weights ``act`` uses: the EMA copy when enabled."""
-        return self.ema_model if self.ema_model is not None else self.model
+        """The weights ``act`` uses: the EMA copy when enabled, the trained ones under ``rl_chain``.
+
+        RL fine-tuning must act with the weights :meth:`evaluate` differentiates; call
+        :meth:`use_ema_weights` first to start it from the EMA copy of an imitation run.
+        """
+        if self.ema_model is None or self.rl_chain:
+            return self.model
+        return self.ema_model
 
     @torch.no_grad()
     def sample_chunks(self, history: Obs, deterministic: bool = False) -> tuple[Tensor, list[Tensor]]:
@@ -329,6 +484,8 @@ class ChunkPolicy(Policy):
                 fresh = self._fresh.view(-1, *([1] * (value.dim())))
                 stacked = torch.where(fresh, stacked, rolled)
             self._history[key] = stacked.clone()
+        if self.rl_chain:
+            return self._act_chain(batch, deterministic)
         if cfg.temporal_ensemble:
             chunk, _ = self.sample_chunks(self._history, deterministic)
             action = self._ensemble(chunk[:, cfg.n_obs_steps - 1 :])
@@ -348,6 +505,52 @@ class ChunkPolicy(Policy):
         self._fresh = torch.zeros_like(self._fresh)
         logprob = torch.zeros(batch, 1, device=action.device)
         return PolicyStep(action=action, logprob=logprob, mask=torch.ones_like(logprob, dtype=torch.bool))
+
+    def _act_chain(self, batch: int, deterministic: bool) -> PolicyStep:
+        """``act`` under ``rl_chain``: the chunk-sampling step of a row carries the chain's K parts.
+
+        A row that samples a chunk at this step gets the log-probabilities of its K stochastic
+        denoising steps, mask True; a row that only pops a queued action gets K parts with
+        log-probability 0, mask False (DPPO: the chunk is the action, and the step that sampled
+        it carries it). Deterministic acting runs the deterministic sampler (DDIM η = 0 / the
+        ODE) from the fixed noise, which is not a sample of the stochastic policy: no part counts.
+        """
+        cfg = self.config
+        device = self.fixed_noise.device
+        parts = self.num_chain_parts
+        if cfg.temporal_ensemble:
+            rows = torch.arange(batch, device=device)
+        else:
+            rows = (self._queue_pos >= cfg.n_action_steps).nonzero().squeeze(-1)
+        chain = torch.zeros(batch, parts + 1, cfg.horizon, self.action_dim, device=device)
+        logprob = torch.zeros(batch, parts, device=device)
+        sampled = torch.zeros(batch, dtype=torch.bool, device=device)
+        chunk = None
+        if len(rows):
+            history = {k: v[rows] for k, v in self._history.items()}
+            if deterministic:
+                chunk, _ = self.sample_chunks(history, deterministic=True)
+            else:
+                chunk, row_chain, row_logprob = self.sample_chain(history)
+                chain[rows], logprob[rows], sampled[rows] = row_chain, row_logprob, True
+        if cfg.temporal_ensemble:
+            assert chunk is not None
+            action = self._ensemble(chunk[:, cfg.n_obs_steps - 1 :])
+        else:
+            if chunk is not None:
+                start = cfg.n_obs_steps - 1
+                queue, position = self._queue.clone(), self._queue_pos.clone()
+                queue[rows] = chunk[:, start : start + cfg.n_action_steps]
+                position[rows] = 0
+                self._queue, self._queue_pos = queue, position
+            action = self._queue[torch.arange(batch), self._queue_pos]
+            self._queue_pos = self._queue_pos + 1
+        self._fresh = torch.zeros_like(self._fresh)
+        extras = {EXTRA_CHAIN: chain, EXTRA_SAMPLED: sampled}
+        extras.update({EXTRA_HISTORY + k: v.clone() for k, v in self._history.items()})
+        return PolicyStep(
+            action=action, logprob=logprob, mask=sampled.unsqueeze(1).expand(-1, parts).clone(), extras=extras
+        )
 
     def _ensemble(self, chunk: Tensor) -> Tensor:
         """ACT's temporal ensembling (online): this step's action from every chunk's prediction.

@@ -4,10 +4,17 @@ ALGORITHMS.md §9.2, noise at t = 1 (π0 / SD3, the convention Flow-GRPO's SDE s
 ``x_t = t ε + (1 - t) a``, target velocity ``u = ε - a``, loss ``mean((v_θ(x_t, t, obs) - u)^2)``
 with ``t = 0.999 Beta(1.5, 1) + 0.001`` (or uniform). Sampling starts at ``x = ε`` (t = 1) and
 integrates ``dx = v dt`` to t = 0 with ``num_inference_steps`` Euler or Heun steps.
+
+RL fine-tuning (Flow-GRPO, ALGORITHMS.md §7.1), with ``rl_chain``: each Euler step becomes the
+Euler–Maruyama step of the reverse SDE with the ODE's marginals (``sde_step_with_logprob``),
+``σ_t = a sqrt(t / (1 - t))`` (``1 - t_1`` in the denominator at t = 1, as the reference code),
+``μ = x (1 + σ_t^2 Δt / (2t)) + v (1 + σ_t^2 (1 - t) / (2t)) Δt``, ``x' = μ + σ_t sqrt(-Δt) z``;
+every step is a part scored by its Gaussian log-density.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -72,12 +79,26 @@ class FlowPolicyConfig(ChunkPolicyConfig):
     """ODE integrator (Heun calls the network twice per step)."""
     time_sampling: Literal["beta", "uniform"] = "beta"
     """Training time: π0's 0.999 Beta(1.5, 1) + 0.001 (more weight on noisy times) or U[0, 1]."""
+    rl_chain: bool = False
+    """Flow-GRPO fine-tuning: ``act`` samples with the SDE (Euler–Maruyama) and returns each of
+    the ``num_inference_steps`` steps as a part with its Gaussian log-probability, and the policy
+    gains ``evaluate`` (needs integrator euler). Off: behaviour cloning's one part of log-prob 0."""
+    sde_noise_level: float = 0.7
+    """Flow-GRPO's noise level a: ``σ_t = a sqrt(t / (1 - t))``."""
+    logprob_slice: Literal["executed", "chunk"] = "chunk"
+    """Score the whole chunk (Flow-GRPO: the whole sample) or its executed slice."""
+    logprob_reduce: Literal["mean", "sum"] = "mean"
+    """Reduce the per-element log-probabilities of a step by their mean (Flow-GRPO) or sum."""
 
     def __post_init__(self) -> None:
         """Check the step count besides the shared fields."""
         super().__post_init__()
         if self.num_inference_steps < 1:
             raise ValueError(f"policy.num_inference_steps must be >= 1, got {self.num_inference_steps}")
+        if self.rl_chain and self.integrator != "euler":
+            raise ValueError("policy.rl_chain samples with Euler–Maruyama SDE steps: set integrator to euler")
+        if self.rl_chain and self.sde_noise_level <= 0:
+            raise ValueError("policy.sde_noise_level must be > 0 under rl_chain")
 
 
 class FlowPolicy(ChunkPolicy):
@@ -114,3 +135,24 @@ class FlowPolicy(ChunkPolicy):
             self.config.num_inference_steps,
             self.config.integrator,
         )
+
+    # --- RL fine-tuning (Flow-GRPO) -------------------------------------------------------------
+    @property
+    def num_chain_steps(self) -> int:
+        """SDE steps per chunk (all of them are parts)."""
+        return self.config.num_inference_steps
+
+    def chain_transition(
+        self, x: Tensor, step: int, cond: Tensor, unet: ConditionalUnet1D, stochastic: bool
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Flow-GRPO's ``sde_step_with_logprob`` mean and std; see the module docstring."""
+        steps = self.config.num_inference_steps
+        t, dt = 1.0 - step / steps, -1.0 / steps
+        v = unet(x, torch.full((x.shape[0],), t * TIME_SCALE, device=x.device), cond)
+        if not stochastic:
+            return x + dt * v, torch.zeros(()), torch.zeros(())
+        below_one = t if t < 1 else 1.0 - 1.0 / steps  # t_1, the first grid point under 1
+        sigma = self.config.sde_noise_level * math.sqrt(t / (1 - below_one))
+        mean = x * (1 + sigma**2 * dt / (2 * t)) + v * (1 + sigma**2 * (1 - t) / (2 * t)) * dt
+        std = torch.tensor(sigma * math.sqrt(-dt), device=x.device)
+        return mean, std, std

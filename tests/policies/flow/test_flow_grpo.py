@@ -1,0 +1,182 @@
+"""Flow-GRPO log-probabilities of the flow policy (``rl_chain``, ALGORITHMS.md §7.1)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from omnigym.envs.wrappers import VectorObservationDict
+from omnigym.platform.algorithms.grpo import GRPO
+from omnigym.platform.groups import GroupCollector
+from omnigym.policies.chunking.policy import EXTRA_CHAIN, EXTRA_HISTORY
+from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
+from omnigym.policies.flow.policy import TIME_SCALE, FlowPolicy, FlowPolicyConfig
+
+TINY = {
+    "down_dims": (16, 32),
+    "state_hidden_sizes": (32,),
+    "time_embed_dim": 16,
+    "horizon": 8,
+    "n_action_steps": 4,
+    "num_inference_steps": 4,
+}
+OBS_SPACE = spaces.Dict({"state": spaces.Box(-1, 1, (3,), np.float32)})
+ACTION_SPACE = spaces.Box(-1, 1, (2,), np.float32)
+
+
+def make(**kwargs: object) -> FlowPolicy:
+    torch.manual_seed(0)
+    return FlowPolicy(FlowPolicyConfig(**{**TINY, **kwargs}), OBS_SPACE, ACTION_SPACE)  # type: ignore[arg-type]
+
+
+def test_switch_off_keeps_behaviour_cloning_acting() -> None:
+    plain, tuned = make(), make(sde_noise_level=0.3, logprob_reduce="sum")
+    assert "evaluate" not in plain.capabilities
+    for _ in range(3):
+        obs = {"state": torch.randn(4, 3)}
+        torch.manual_seed(1)
+        a = plain.act(obs)
+        torch.manual_seed(1)
+        b = tuned.act(obs)
+        assert torch.equal(a.action, b.action) and a.extras == {} == b.extras
+        assert a.logprob.shape == (4, 1) and not a.logprob.any() and a.mask.all()
+
+
+def test_sde_sigma_matches_the_reference_numbers() -> None:
+    """§7.4: σ_t with a = 0.7 is 2.1 at t = 0.9, 0.7 at t = 0.5, 0.2333 at t = 0.1 (std = σ sqrt(-Δt))."""
+    policy = make(rl_chain=True, num_inference_steps=10)
+    x, cond = torch.zeros(1, 8, 2), torch.zeros(1, policy.model.encoder.out_dim)
+    for step, sigma in ((1, 2.1), (5, 0.7), (9, 0.7 / 3)):
+        _, std, logprob_std = policy.chain_transition(x, step, cond, policy.model.unet, True)
+        assert float(std) == pytest.approx(sigma * math.sqrt(0.1), rel=1e-6)
+        assert float(logprob_std) == float(std)
+    # at t = 1 the denominator uses t_1 = 0.9 (the reference code): σ = 0.7 sqrt(1 / 0.1)
+    _, std, _ = policy.chain_transition(x, 0, cond, policy.model.unet, True)
+    assert float(std) == pytest.approx(0.7 * math.sqrt(10) * math.sqrt(0.1), rel=1e-6)
+
+
+def test_chain_logprob_is_the_per_step_gaussian_by_hand() -> None:
+    """Each part: the mean over the chunk of log N(x_{t+Δt}; μ, (σ_t sqrt(-Δt))^2), μ as in §7.1."""
+    policy = make(rl_chain=True)
+    assert "evaluate" in policy.capabilities
+    obs = {"state": torch.randn(3, 3)}
+    step = policy.act(obs)
+    chain = step.extras[EXTRA_CHAIN]
+    assert chain.shape == (3, 5, 8, 2) and step.logprob.shape == (3, 4) and step.mask.all()
+    a, dt = 0.7, -0.25
+    with torch.no_grad():
+        cond = policy.encode({"state": step.extras[EXTRA_HISTORY + "state"]}, policy.model)
+        for k in range(4):
+            t = 1.0 - k / 4
+            x = chain[:, k]
+            v = policy.model.unet(x, torch.full((3,), t * TIME_SCALE), cond)
+            sigma = a * math.sqrt(t / (1 - (t if t < 1 else 0.75)))
+            mean = x * (1 + sigma**2 * dt / (2 * t)) + v * (1 + sigma**2 * (1 - t) / (2 * t)) * dt
+            normal = torch.distributions.Normal(mean, sigma * math.sqrt(-dt))
+            by_hand = normal.log_prob(chain[:, k + 1]).mean(dim=(1, 2))
+            torch.testing.assert_close(step.logprob[:, k], by_hand, rtol=0, atol=1e-5)
+            entropy = normal.entropy().mean(dim=(1, 2))
+            torch.testing.assert_close(policy.evaluate(obs, step.action, step.extras).entropy[:, k], entropy)
+
+
+def test_evaluate_matches_act_with_gradient_and_zero_noise_level_is_the_ode() -> None:
+    policy = make(rl_chain=True, n_action_steps=2)
+    obs = {"state": torch.randn(4, 3)}
+    first = policy.act(obs)
+    second = policy.act(obs)  # pops: no part counts
+    for step in (first, second):
+        evaluation = policy.evaluate(obs, step.action, step.extras)
+        torch.testing.assert_close(evaluation.logprob, step.logprob, rtol=0, atol=1e-5)
+    assert first.mask.all() and not second.mask.any() and not second.logprob.any()
+    policy.evaluate(obs, first.action, first.extras).logprob.sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in policy.model.parameters())
+    # §7.4: with a -> 0 the SDE mean is the Euler ODE step x + v Δt
+    x, cond = torch.randn(2, 8, 2), torch.randn(2, policy.model.encoder.out_dim)
+    quiet = make(rl_chain=True, sde_noise_level=1e-6)
+    with torch.no_grad():
+        sde_mean, _, _ = quiet.chain_transition(x, 1, cond, quiet.model.unet, True)
+        ode, _, _ = quiet.chain_transition(x, 1, cond, quiet.model.unet, False)
+    torch.testing.assert_close(sde_mean, ode)
+
+
+def test_rejects_rl_chain_with_heun() -> None:
+    with pytest.raises(ValueError, match="euler"):
+        FlowPolicyConfig(rl_chain=True, integrator="heun")
+
+
+def test_grpo_on_the_sde_chain_raises_a_bandit_reward() -> None:
+    """Clipped-surrogate steps (ε = 0.2, batch-normalised rewards) on a one-step bandit."""
+    policy = make(rl_chain=True, use_ema=False, n_action_steps=1)
+    target = torch.tensor([0.5, -0.5])
+
+    def mean_reward() -> float:
+        torch.manual_seed(123)
+        policy.reset()
+        action = policy.act({"state": torch.zeros(512, 3)}).action
+        return float(-((action - target) ** 2).sum(-1).mean())
+
+    before = mean_reward()
+    optimizer = torch.optim.Adam(policy.model.parameters(), lr=3e-3)
+    obs = {"state": torch.zeros(64, 3)}
+    for _ in range(15):
+        policy.reset()
+        step = policy.act(obs)
+        reward = -((step.action - target) ** 2).sum(-1)
+        advantage = ((reward - reward.mean()) / (reward.std() + 1e-4)).unsqueeze(1)
+        for _ in range(2):
+            ratio = (policy.evaluate(obs, step.action, step.extras).logprob - step.logprob).exp()
+            loss = torch.max(-advantage * ratio, -advantage * ratio.clamp(0.8, 1.2)).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    after = mean_reward()
+    print(f"flow bandit: before {before:.3f} after {after:.3f}")
+    assert after > before + 0.5, (before, after)
+
+
+class BoxBandit(gym.Env):
+    """One-step episodes: reward ``-||a - (0.5, -0.5)||^2`` for a Box(-1, 1, (2,)) action."""
+
+    observation_space = spaces.Box(-1, 1, (3,), np.float32)
+    action_space = spaces.Box(-1, 1, (2,), np.float32)
+    TARGET = np.array([0.5, -0.5], np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        reward = -float(((np.asarray(action) - self.TARGET) ** 2).sum())
+        return np.zeros(3, np.float32), reward, True, False, {}
+
+
+@pytest.mark.parametrize("policy_name", ["flow", "diffusion"])
+def test_omnigym_grpo_fine_tunes_the_chain_on_a_box_bandit(policy_name: str) -> None:
+    """The platform's GRPO (group advantages, clipped ratio over the masked parts) on the chain."""
+    torch.manual_seed(0)
+    envs = VectorObservationDict(
+        gym.vector.SyncVectorEnv([BoxBandit] * 32, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    )
+    config_class = FlowPolicyConfig if policy_name == "flow" else DiffusionPolicyConfig
+    policy_class = FlowPolicy if policy_name == "flow" else DiffusionPolicy
+    config = config_class(**{**TINY, "n_action_steps": 1, "rl_chain": True, "use_ema": False})
+    policy = policy_class(config, envs.single_observation_space, envs.single_action_space)  # type: ignore[arg-type]
+    algorithm = GRPO(
+        GRPO.config_class(group_size=8, learning_rate=3e-3, num_epochs=2),
+        policy, envs.observation_space, envs.action_space,
+    )  # fmt: skip
+    collector = GroupCollector(envs, policy, group_size=8, max_steps=1, seed=0)
+    rewards = []
+    for _ in range(12):
+        rollout, _ = collector.collect()
+        rewards.append(float(rollout.rewards.sum(0).mean()))
+        assert rollout.mask.all() and rollout.mask.shape[-1] == policy.num_chain_parts
+        algorithm.update(algorithm.process_rollout(rollout))
+    print(f"{policy_name} GRPO: mean reward {rewards[0]:.3f} -> {rewards[-1]:.3f}")
+    assert np.mean(rewards[-3:]) > rewards[0] + 0.3, rewards
