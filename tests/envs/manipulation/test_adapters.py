@@ -18,6 +18,7 @@ from gymnasium.utils.env_checker import check_env
 from omnigym.envs.manipulation import adapters
 from omnigym.envs.manipulation.adapters import ObservationAdapter, Provider
 from omnigym.platform.collect import RolloutCollector
+from omnigym.platform.text_obs import decode_texts
 from omnigym.platform.vec_env import EnvConfig, make_env, make_vec_env, set_headless_rendering
 from omnigym.policies.baselines import RandomPolicy, RandomPolicyConfig
 
@@ -168,7 +169,8 @@ def test_fetch_collects_with_success_metric_and_text():
     finally:
         envs.close()
     assert rollout.obs["state"].shape == (50, 2, 28)
-    assert "text" not in rollout.obs  # text is read by policies, not stored as a tensor
+    # text is stored as fixed-width UTF-8 rows (platform/text_obs.py) and decodes to the instruction
+    assert decode_texts(rollout.obs["text"][0]) == ["push the block to the red target"] * 2
     assert len(stats) == 2  # one 50-step episode per env
     assert len(stats.metrics["is_success"]) == 2 and set(stats.metrics["is_success"]) <= {0.0, 1.0}
     assert int(rollout.truncated.sum()) == 2 and len(rollout.final_index) == 2
