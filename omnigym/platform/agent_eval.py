@@ -147,19 +147,20 @@ def evaluate_agents(
     for env_id in env_ids:
         env_kwargs = suite_env_kwargs(env_id, game_kwargs)
         for name, factory in agents.items():
+            video = video_dir / f"{name}-{env_id.replace('/', '_')}.mp4" if video_dir else None
+            start = time.perf_counter()
             try:
                 agent = factory(env_id, env_kwargs)
-            except (TypeError, ValueError, FileNotFoundError) as exc:  # e.g. a game solver on a GUI env
+                counting = CountingAgent(agent) if isinstance(agent, Policy) else None
+                result = evaluate_policy(
+                    counting or agent, env_id, episodes=episodes, seed=seed, env_kwargs=env_kwargs,
+                    video_path=video,
+                )  # fmt: skip
+            except (TypeError, ValueError, FileNotFoundError) as exc:
+                # e.g. a game solver on a GUI env, or a prompt longer than a VLM's max_prompt_tokens
                 nan = float("nan")
                 results.append(AgentResult(name, env_id, 0, nan, nan, nan, nan, 0.0, nan, error=str(exc)))
                 continue
-            counting = CountingAgent(agent) if isinstance(agent, Policy) else None
-            video = video_dir / f"{name}-{env_id.replace('/', '_')}.mp4" if video_dir else None
-            start = time.perf_counter()
-            result = evaluate_policy(
-                counting or agent, env_id, episodes=episodes, seed=seed, env_kwargs=env_kwargs,
-                video_path=video,
-            )  # fmt: skip
             seconds = time.perf_counter() - start
             summary = result.summary()
             steps = float(np.sum(result.lengths))

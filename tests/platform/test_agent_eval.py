@@ -91,3 +91,16 @@ def test_game_kwargs_reach_the_games_only() -> None:
     assert seen["omnigym/GUI-ClickButton-v0"].startswith("instruction:")
     random = random_agent("omnigym/NumberLine-v0", {"action_space": "text", **game_kwargs}, seed=0)
     assert set(random({"text": [seen["omnigym/NumberLine-v0"]] * 20})) == {"-", "+"}
+
+
+def test_an_agent_that_fails_while_acting_is_an_error_row() -> None:
+    def crashing(env_id: str, kwargs: dict) -> object:
+        def act(obs: dict) -> object:
+            raise ValueError("a prompt of 364 tokens does not fit max_prompt_tokens=160")
+
+        return act
+
+    results = evaluate_agents({"oracle": oracle_agent, "crashing": crashing}, ENVS, episodes=2)
+    failed = [r for r in results if r.error]
+    assert [r.agent for r in failed] == ["crashing", "crashing"] and "max_prompt_tokens" in failed[0].error
+    assert all(r.success_rate == 1.0 for r in results if r.agent == "oracle")  # the run went on
