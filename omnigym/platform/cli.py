@@ -494,10 +494,14 @@ def build_parser() -> argparse.ArgumentParser:
     sft.set_defaults(func=_cmd_vlm_sft)
 
     bc = sub.add_parser(
-        "bc", help="imitation-train a diffusion, flow or meanflow action-chunk policy on a Minari dataset"
+        "bc",
+        help="imitation-train an action-chunk policy (diffusion, flow, meanflow, planners) on a dataset",
     )
     bc.add_argument("--dataset", required=True, help="Minari dataset id (omnigym collect ...)")
-    bc.add_argument("--policy", required=True, choices=["diffusion", "flow", "meanflow"])
+    bc.add_argument(
+        "--policy", required=True,
+        help="diffusion, flow, meanflow, diffusion_planner or hierarchical_diffusion_planner",
+    )  # fmt: skip
     bc.add_argument("--out", required=True, help="directory to save the trained policy in")
     bc.add_argument("--steps", type=int, default=1000, help="optimiser steps (default 1000)")
     bc.add_argument("--batch-size", type=int, default=64, help="demonstration windows per step (default 64)")

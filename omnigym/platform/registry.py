@@ -104,6 +104,10 @@ POLICIES.register("game_solver", "omnigym.envs.games.experts:GameSolver")
 POLICIES.register("diffusion", "omnigym.policies.diffusion.policy:DiffusionPolicy")
 POLICIES.register("flow", "omnigym.policies.flow.policy:FlowPolicy")
 POLICIES.register("meanflow", "omnigym.policies.flow.meanflow:MeanFlowPolicy")
+POLICIES.register("diffusion_planner", "omnigym.policies.diffusion.planner:DiffusionPlanner")
+POLICIES.register(
+    "hierarchical_diffusion_planner", "omnigym.policies.diffusion.planner:HierarchicalDiffusionPlanner"
+)
 ALGORITHMS.register("ppo", "omnigym.platform.algorithms.ppo:PPO")
 ALGORITHMS.register("grpo", "omnigym.platform.algorithms.grpo:GRPO")
 ALGORITHMS.register("dr_grpo", "omnigym.platform.algorithms.grpo:DrGRPO")

@@ -22,7 +22,7 @@ from omnigym.policies.chunking.policy import ChunkPolicy, ChunkPolicyConfig
 
 logger = logging.getLogger(__name__)
 
-CHUNK_POLICIES = ("diffusion", "flow", "meanflow")
+CHUNK_POLICIES = ("diffusion", "flow", "meanflow", "diffusion_planner", "hierarchical_diffusion_planner")
 """Registered policies :func:`imitate_dataset` can train."""
 
 
@@ -142,7 +142,7 @@ def imitate_dataset(
     callback: Callable[[int, dict[str, float]], None] | None = None,
     device: torch.device | str = "cpu",
 ) -> tuple[ChunkPolicy, list[dict[str, float]]]:
-    """A new ``diffusion`` / ``flow`` / ``meanflow`` policy trained on a Minari dataset.
+    """A new action-chunk policy (one of :data:`CHUNK_POLICIES`) trained on a Minari dataset.
 
     The policy config is ``configs/policy/<policy_name>.yaml`` with ``policy_overrides``
     (``KEY=VALUE``) applied; its normalisers are fitted on the dataset. With

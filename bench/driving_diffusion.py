@@ -1,0 +1,159 @@
+"""Trajectory diffusion planners behaviour-cloned from the PDM-Closed-like planner, scored by PDMS.
+
+1. Demonstrations: ``pdm_closed`` drives ``omnigym/DrivingPlan-v0`` (NAVSIM-style 4 s plans of 8
+   poses, log-replay traffic, vector observations) on training scenes; the episodes are written
+   as a Minari dataset with :func:`~omnigym.platform.datasets.collect_dataset` (in a temporary
+   ``$MINARI_DATASETS_PATH``) and read back with ``load_dataset_steps``.
+2. Behaviour cloning (DDPM, the chunk policies' imitation loop ``train_imitation``) of
+   ``diffusion_planner`` (the whole plan is one diffusion sample, DDIM sampling) and
+   ``hierarchical_diffusion_planner`` (HAD-style: anchors by diffusion, a heading-consistent
+   spline expansion, a partial-diffusion refinement), each from its ``configs/policy`` file.
+3. Evaluation on the held-out test split (deterministic plans): PDMS and EPDMS of both planners,
+   of ``constant_velocity`` and of ``pdm_closed`` (the teacher).
+
+Last line: one JSON object; ``ratio`` = the flat diffusion planner's PDMS / constant velocity's
+(above 1: the diffusion planner drives better than constant velocity), ``ratio_hierarchical`` =
+hierarchical PDMS / flat PDMS, and every figure.
+
+Usage: ``omnigym bench driving_diffusion [--quick]`` (full: 200 demonstration episodes, 6000 BC
+steps of 256 plans per planner, 100 test scenes; quick: 48 episodes, 800 steps of 128, 48 test
+scenes; about 8 min on one CPU thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ENV_ID = "omnigym/DrivingPlan-v0"
+OBS_KEYS = ["state", "agents", "route", "lanes", "lights"]
+TRAIN: dict[str, Any] = {"split": "train", "num_scenes": 200, "obs_keys": OBS_KEYS}
+EVAL_SEED = 1_000_000
+PLANNERS = ("diffusion_planner", "hierarchical_diffusion_planner")
+
+
+def demonstrations(episodes: int, dataset_id: str) -> Any:
+    """``pdm_closed``'s episodes on training scenes, collected to a Minari dataset and read back."""
+    from omnigym.platform.datasets import collect_dataset, load_dataset_steps
+    from omnigym.platform.registry import POLICIES
+    from omnigym.platform.vec_env import make_env
+
+    planner_cls = POLICIES.get("pdm_closed")
+    env = make_env(ENV_ID, **{**TRAIN, **planner_cls.env_kwargs})
+    planner = planner_cls(planner_cls.config_class(), env.observation_space, env.action_space)
+    env.close()
+    collect_dataset(planner, ENV_ID, dataset_id, episodes=episodes, seed=0, env_kwargs=dict(TRAIN))
+    return load_dataset_steps(dataset_id)
+
+
+def behaviour_cloning(name: str, steps: Any, bc_steps: int, batch_size: int, device: str) -> Any:
+    """A planner built from ``configs/policy/<name>.yaml`` and trained on the demonstrations."""
+    from omnigym.platform.config import build_dataclass, load_yaml
+    from omnigym.platform.experiment import config_dir
+    from omnigym.platform.registry import POLICIES
+    from omnigym.platform.vec_env import make_env
+    from omnigym.policies.chunking.data import DemoWindows
+    from omnigym.policies.chunking.train import ImitationConfig, train_imitation
+
+    cls = POLICIES.get(name)
+    config = build_dataclass(
+        cls.config_class, load_yaml(config_dir() / "policy" / f"{name}.yaml"), path="policy"
+    )
+    env = make_env(ENV_ID, **TRAIN)
+    torch.manual_seed(0)
+    policy = cls(config, env.observation_space, env.action_space)
+    env.close()
+    obs = {key: steps.obs[key] for key in OBS_KEYS}
+    policy.fit_normalizers(obs, steps.actions)
+    policy.to(device)
+    windows = DemoWindows(obs, steps.actions, steps.episode_index, 1, 1)
+    imitation = ImitationConfig(
+        steps=bc_steps, batch_size=batch_size, learning_rate=1e-3, warmup_steps=100, log_every=0, seed=0
+    )
+    history = train_imitation(policy, windows, imitation)
+    return policy.to("cpu"), history[-1]
+
+
+def evaluate(policy: Any, episodes: int, env_kwargs: dict[str, Any] | None = None) -> dict[str, float]:
+    """PDMS and EPDMS of deterministic plans on the first ``episodes`` test scenes."""
+    from omnigym.platform.evaluate import evaluate_policy
+
+    kwargs = {"split": "test", "num_scenes": episodes, "obs_keys": OBS_KEYS, **(env_kwargs or {})}
+    summary = evaluate_policy(
+        policy, ENV_ID, episodes=episodes, seed=EVAL_SEED, num_envs=16, env_kwargs=kwargs
+    ).summary()
+    return {"pdms": round(summary["pdms_mean"], 4), "epdms": round(summary["epdms_mean"], 4)}
+
+
+def baseline(name: str) -> Any:
+    """A registered driving baseline with its default config."""
+    from omnigym.platform.registry import POLICIES
+    from omnigym.platform.vec_env import make_env
+
+    cls = POLICIES.get(name)
+    env = make_env(ENV_ID, **{**TRAIN, **getattr(cls, "env_kwargs", {})})
+    policy = cls(cls.config_class(), env.observation_space, env.action_space)
+    env.close()
+    return policy, dict(getattr(cls, "env_kwargs", {}))
+
+
+def main() -> None:
+    """Demonstrate, clone both planners, evaluate; print the figures (the last line is JSON)."""
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="48 episodes, 800 BC steps of 128, 48 test scenes"
+    )
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = parser.parse_args()
+    episodes, bc_steps, batch_size, test_scenes = (48, 800, 128, 48) if args.quick else (200, 6000, 256, 100)
+    start = time.perf_counter()
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["MINARI_DATASETS_PATH"] = str(Path(tmp) / "datasets")
+        steps = demonstrations(episodes, "omnigym/driving-pdm-closed-v0")
+    seconds = time.perf_counter() - start
+    print(
+        f"demonstrations: {len(steps.actions)} planner steps, {episodes} training episodes ({seconds:.0f} s)"
+    )
+    for name in ("constant_velocity", "pdm_closed"):
+        policy, env_kwargs = baseline(name)
+        figures[name] = evaluate(policy, test_scenes, env_kwargs)
+        print(f"{name}: test PDMS {figures[name]['pdms']:.3f}, EPDMS {figures[name]['epdms']:.3f}")
+    for name in PLANNERS:
+        tic = time.perf_counter()
+        policy, last = behaviour_cloning(name, steps, bc_steps, batch_size, args.device)
+        train_s = time.perf_counter() - tic
+        tic = time.perf_counter()
+        losses = {k: round(v, 4) for k, v in last.items() if k.startswith("train/loss")}
+        row = {**evaluate(policy, test_scenes), "train_s": round(train_s, 1)}
+        figures[name] = {**row, "eval_s": round(time.perf_counter() - tic, 1), "final_loss": losses}
+        print(
+            f"{name}: test PDMS {row['pdms']:.3f}, EPDMS {row['epdms']:.3f} "
+            f"(BC {train_s:.0f} s, eval {figures[name]['eval_s']:.0f} s, {losses})"
+        )
+    flat, hier = figures["diffusion_planner"]["pdms"], figures["hierarchical_diffusion_planner"]["pdms"]
+    const = figures["constant_velocity"]["pdms"]
+    print(json.dumps({
+        "bench": "driving_diffusion",
+        "ratio": flat / const if const else float("inf"),
+        "ratio_hierarchical": hier / flat if flat else float("inf"),
+        "diffusion_pdms": flat, "hierarchical_pdms": hier,
+        "constant_velocity_pdms": const, "pdm_closed_pdms": figures["pdm_closed"]["pdms"],
+        "figures": figures, "demo_episodes": episodes, "demo_steps": len(steps.actions),
+        "bc_steps": bc_steps, "batch_size": batch_size, "test_scenes": test_scenes,
+        "device": args.device, "quick": args.quick,
+        "seconds": round(time.perf_counter() - start, 1),
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
