@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import numpy as np
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
-from gymnasium import spaces
 
-from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
-
-TINY = {
-    "down_dims": (16, 32),
-    "state_hidden_sizes": (32,),
-    "time_embed_dim": 16,
-    "horizon": 8,
-    "n_action_steps": 4,
-}
-OBS_SPACE = spaces.Dict({"state": spaces.Box(-1, 1, (3,), np.float32)})
-ACTION_SPACE = spaces.Box(-1, 1, (2,), np.float32)
+from omnigym.policies.diffusion.policy import DiffusionPolicy
 
 
-def make(**kwargs: object) -> DiffusionPolicy:
-    torch.manual_seed(0)
-    return DiffusionPolicy(DiffusionPolicyConfig(**{**TINY, **kwargs}), OBS_SPACE, ACTION_SPACE)  # type: ignore[arg-type]
+@pytest.fixture
+def make(chunk_policy: Callable[..., Any]) -> Callable[..., Any]:
+    """A tiny ``DiffusionPolicy`` with these overrides (see tests/policies/conftest.py)."""
+    return functools.partial(chunk_policy, DiffusionPolicy)
 
 
-def test_cosine_schedule_matches_the_reference_numbers() -> None:
+def test_cosine_schedule_matches_the_reference_numbers(make: Callable[..., Any]) -> None:
     """ALGORITHMS.md §9.1: ᾱ_0 = 0.999369, ᾱ_49 = 0.493844, ᾱ_99 = 2.4286e-7, last β clipped to 0.999."""
     alphas = make().noise_scheduler.alphas_cumprod
     assert alphas[0].item() == pytest.approx(0.999369, abs=1e-6)
@@ -35,7 +28,7 @@ def test_cosine_schedule_matches_the_reference_numbers() -> None:
 
 
 @pytest.mark.parametrize(("sampler", "steps"), [("ddim", 10), ("ddim", 3), ("dpmsolver", 5)])
-def test_sampler_calls_the_denoiser_once_per_step(sampler: str, steps: int) -> None:
+def test_sampler_calls_the_denoiser_once_per_step(sampler: str, steps: int, make: Callable[..., Any]) -> None:
     policy = make(sampler=sampler, num_inference_steps=steps)
     calls = []
     policy.acting_model.unet.register_forward_hook(lambda *_: calls.append(1))
@@ -46,7 +39,9 @@ def test_sampler_calls_the_denoiser_once_per_step(sampler: str, steps: int) -> N
     assert ((chunk >= -1) & (chunk <= 1)).all()
 
 
-def test_seeded_sampling_is_repeatable_and_deterministic_mode_ignores_the_batch_layout() -> None:
+def test_seeded_sampling_is_repeatable_and_deterministic_mode_ignores_the_batch_layout(
+    make: Callable[..., Any],
+) -> None:
     policy = make()
     history = {"state": torch.randn(4, 2, 3)}
     torch.manual_seed(1)
@@ -60,7 +55,7 @@ def test_seeded_sampling_is_repeatable_and_deterministic_mode_ignores_the_batch_
     torch.testing.assert_close(part[0], whole[2], rtol=0, atol=1e-5)  # batched kernels round differently
 
 
-def test_training_step_targets_the_added_noise() -> None:
+def test_training_step_targets_the_added_noise(make: Callable[..., Any]) -> None:
     """With the denoiser replaced by the true noise, the ε-prediction loss is 0."""
     policy = make()
     actions = torch.rand(4, 8, 2) * 2 - 1

@@ -2,35 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from diffusers import DDIMScheduler
-from gymnasium import spaces
 
 from omnigym.policies.chunking.policy import EXTRA_CHAIN, EXTRA_HISTORY, EXTRA_SAMPLED
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
 
-TINY = {
-    "down_dims": (16, 32),
-    "state_hidden_sizes": (32,),
-    "time_embed_dim": 16,
-    "horizon": 8,
-    "n_action_steps": 4,
-    "num_inference_steps": 5,
-}
-OBS_SPACE = spaces.Dict({"state": spaces.Box(-1, 1, (3,), np.float32)})
-ACTION_SPACE = spaces.Box(-1, 1, (2,), np.float32)
+
+@pytest.fixture
+def make(chunk_policy: Callable[..., Any]) -> Callable[..., Any]:
+    """A tiny ``DiffusionPolicy`` with these overrides (see tests/policies/conftest.py)."""
+    return functools.partial(chunk_policy, DiffusionPolicy, num_inference_steps=5)
 
 
-def make(**kwargs: object) -> DiffusionPolicy:
-    torch.manual_seed(0)
-    return DiffusionPolicy(DiffusionPolicyConfig(**{**TINY, **kwargs}), OBS_SPACE, ACTION_SPACE)  # type: ignore[arg-type]
-
-
-def test_switch_off_keeps_behaviour_cloning_acting() -> None:
+def test_switch_off_keeps_behaviour_cloning_acting(make: Callable[..., Any]) -> None:
     """rl_chain off: one part of log-prob 0, no extras, no 'evaluate'; the RL fields change nothing."""
     plain = make()
     tuned = make(ft_denoising_steps=2, ddim_eta=0.5, min_sampling_denoising_std=0.3, randn_clip_value=1.0)
@@ -47,7 +38,7 @@ def test_switch_off_keeps_behaviour_cloning_acting() -> None:
         plain.evaluate(obs, a.action, a.extras)
 
 
-def test_chain_logprob_is_the_per_step_gaussian_by_hand() -> None:
+def test_chain_logprob_is_the_per_step_gaussian_by_hand(make: Callable[..., Any]) -> None:
     """Each part: log N(x_{k-1}; μ_k, max(σ_k, 0.1)^2) per element, clamped to [-5, 2], averaged over
     the executed slice; μ_k is diffusers' DDIM step (η = 1, clipped x̂_0, re-derived ε)."""
     policy = make(rl_chain=True, ft_denoising_steps=3)
@@ -85,7 +76,7 @@ def test_chain_logprob_is_the_per_step_gaussian_by_hand() -> None:
     torch.testing.assert_close(step.action, expected.clamp(-1, 1))
 
 
-def test_evaluate_matches_act_and_masks_popping_steps() -> None:
+def test_evaluate_matches_act_and_masks_popping_steps(make: Callable[..., Any]) -> None:
     policy = make(rl_chain=True, ft_denoising_steps=2, n_action_steps=2)
     obs = {"state": torch.randn(4, 3)}
     policy.act(obs)  # rows 0..3 sample; then row 2 finishes and re-samples alone
@@ -140,7 +131,7 @@ def ppo_bandit(policy: DiffusionPolicy, iters: int = 15, batch: int = 64) -> tup
     return before, bandit_mean_reward(policy, target)
 
 
-def test_ppo_on_the_denoising_chain_raises_a_bandit_reward() -> None:
+def test_ppo_on_the_denoising_chain_raises_a_bandit_reward(make: Callable[..., Any]) -> None:
     before, after = ppo_bandit(make(rl_chain=True, use_ema=False, n_action_steps=1))
     print(f"diffusion bandit: before {before:.3f} after {after:.3f}")
     # measured: before -1.58, after -0.41

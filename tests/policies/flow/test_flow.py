@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import numpy as np
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
-from gymnasium import spaces
 
 from omnigym.policies.flow.meanflow import (
     MeanFlowPolicy,
-    MeanFlowPolicyConfig,
     meanflow_loss,
     meanflow_sample,
 )
-from omnigym.policies.flow.policy import FlowPolicy, FlowPolicyConfig, flow_pair, integrate
-
-TINY = {
-    "down_dims": (16, 32),
-    "state_hidden_sizes": (32,),
-    "time_embed_dim": 16,
-    "horizon": 8,
-    "n_action_steps": 4,
-}
-OBS_SPACE = spaces.Dict({"state": spaces.Box(-1, 1, (3,), np.float32)})
-ACTION_SPACE = spaces.Box(-1, 1, (2,), np.float32)
+from omnigym.policies.flow.policy import FlowPolicy, flow_pair, integrate
 
 
 @pytest.mark.parametrize(("method", "steps"), [("euler", 1), ("euler", 10), ("heun", 4)])
@@ -72,13 +62,11 @@ def test_meanflow_one_step_sample_of_the_exact_model_hits_the_target() -> None:
         assert len(chain) == steps + 1
 
 
-@pytest.mark.parametrize(
-    ("cls", "config", "calls"),
-    [(FlowPolicy, FlowPolicyConfig, 10), (MeanFlowPolicy, MeanFlowPolicyConfig, 1)],
-)
-def test_policy_sampling_calls_and_determinism(cls: type, config: type, calls: int) -> None:
-    torch.manual_seed(0)
-    policy = cls(config(**TINY), OBS_SPACE, ACTION_SPACE)
+@pytest.mark.parametrize(("cls", "calls"), [(FlowPolicy, 10), (MeanFlowPolicy, 1)])
+def test_policy_sampling_calls_and_determinism(
+    cls: type, calls: int, chunk_policy: Callable[..., Any]
+) -> None:
+    policy = chunk_policy(cls)
     seen = []
     policy.acting_model.unet.register_forward_hook(lambda *_: seen.append(1))
     history = {"state": torch.randn(3, 2, 3)}
@@ -89,9 +77,8 @@ def test_policy_sampling_calls_and_determinism(cls: type, config: type, calls: i
     assert first.shape == (3, 8, 2)
 
 
-def test_meanflow_times_are_ordered_with_the_configured_share_equal() -> None:
-    torch.manual_seed(0)
-    policy = MeanFlowPolicy(MeanFlowPolicyConfig(**TINY, ratio_r_neq_t=0.25), OBS_SPACE, ACTION_SPACE)
+def test_meanflow_times_are_ordered_with_the_configured_share_equal(chunk_policy: Callable[..., Any]) -> None:
+    policy = chunk_policy(MeanFlowPolicy, ratio_r_neq_t=0.25)
     r, t = policy.sample_times(20_000, torch.device("cpu"))
     assert (r <= t).all() and ((t > 0) & (t < 1)).all()
     assert (r != t).float().mean().item() == pytest.approx(0.25, abs=0.02)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -18,24 +20,14 @@ from omnigym.policies.chunking.policy import EXTRA_CHAIN, EXTRA_HISTORY
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
 from omnigym.policies.flow.policy import TIME_SCALE, FlowPolicy, FlowPolicyConfig
 
-TINY = {
-    "down_dims": (16, 32),
-    "state_hidden_sizes": (32,),
-    "time_embed_dim": 16,
-    "horizon": 8,
-    "n_action_steps": 4,
-    "num_inference_steps": 4,
-}
-OBS_SPACE = spaces.Dict({"state": spaces.Box(-1, 1, (3,), np.float32)})
-ACTION_SPACE = spaces.Box(-1, 1, (2,), np.float32)
+
+@pytest.fixture
+def make(chunk_policy: Callable[..., Any]) -> Callable[..., Any]:
+    """A tiny ``FlowPolicy`` with these overrides (see tests/policies/conftest.py)."""
+    return functools.partial(chunk_policy, FlowPolicy, num_inference_steps=4)
 
 
-def make(**kwargs: object) -> FlowPolicy:
-    torch.manual_seed(0)
-    return FlowPolicy(FlowPolicyConfig(**{**TINY, **kwargs}), OBS_SPACE, ACTION_SPACE)  # type: ignore[arg-type]
-
-
-def test_switch_off_keeps_behaviour_cloning_acting() -> None:
+def test_switch_off_keeps_behaviour_cloning_acting(make: Callable[..., Any]) -> None:
     plain, tuned = make(), make(sde_noise_level=0.3, logprob_reduce="sum")
     assert "evaluate" not in plain.capabilities
     for _ in range(3):
@@ -48,7 +40,7 @@ def test_switch_off_keeps_behaviour_cloning_acting() -> None:
         assert a.logprob.shape == (4, 1) and not a.logprob.any() and a.mask.all()
 
 
-def test_sde_sigma_matches_the_reference_numbers() -> None:
+def test_sde_sigma_matches_the_reference_numbers(make: Callable[..., Any]) -> None:
     """§7.4: σ_t with a = 0.7 is 2.1 at t = 0.9, 0.7 at t = 0.5, 0.2333 at t = 0.1 (std = σ sqrt(-Δt))."""
     policy = make(rl_chain=True, num_inference_steps=10)
     x, cond = torch.zeros(1, 8, 2), torch.zeros(1, policy.model.encoder.out_dim)
@@ -61,7 +53,7 @@ def test_sde_sigma_matches_the_reference_numbers() -> None:
     assert float(std) == pytest.approx(0.7 * math.sqrt(10) * math.sqrt(0.1), rel=1e-6)
 
 
-def test_chain_logprob_is_the_per_step_gaussian_by_hand() -> None:
+def test_chain_logprob_is_the_per_step_gaussian_by_hand(make: Callable[..., Any]) -> None:
     """Each part: the mean over the chunk of log N(x_{t+Δt}; μ, (σ_t sqrt(-Δt))^2), μ as in §7.1."""
     policy = make(rl_chain=True)
     assert "evaluate" in policy.capabilities
@@ -85,7 +77,7 @@ def test_chain_logprob_is_the_per_step_gaussian_by_hand() -> None:
             torch.testing.assert_close(policy.evaluate(obs, step.action, step.extras).entropy[:, k], entropy)
 
 
-def test_evaluate_matches_act_with_gradient_and_zero_noise_level_is_the_ode() -> None:
+def test_evaluate_matches_act_with_gradient_and_zero_noise_level_is_the_ode(make: Callable[..., Any]) -> None:
     policy = make(rl_chain=True, n_action_steps=2)
     obs = {"state": torch.randn(4, 3)}
     first = policy.act(obs)
@@ -110,7 +102,7 @@ def test_rejects_rl_chain_with_heun() -> None:
         FlowPolicyConfig(rl_chain=True, integrator="heun")
 
 
-def test_grpo_on_the_sde_chain_raises_a_bandit_reward() -> None:
+def test_grpo_on_the_sde_chain_raises_a_bandit_reward(make: Callable[..., Any]) -> None:
     """Clipped-surrogate steps (ε = 0.2, batch-normalised rewards) on a one-step bandit."""
     policy = make(rl_chain=True, use_ema=False, n_action_steps=1)
     target = torch.tensor([0.5, -0.5])
@@ -157,7 +149,9 @@ class BoxBandit(gym.Env):
 
 
 @pytest.mark.parametrize("policy_name", ["flow", "diffusion"])
-def test_omnigym_grpo_fine_tunes_the_chain_on_a_box_bandit(policy_name: str) -> None:
+def test_omnigym_grpo_fine_tunes_the_chain_on_a_box_bandit(
+    policy_name: str, tiny_chunk_config: dict[str, Any]
+) -> None:
     """The platform's GRPO (group advantages, clipped ratio over the masked parts) on the chain."""
     torch.manual_seed(0)
     envs = VectorObservationDict(
@@ -165,7 +159,7 @@ def test_omnigym_grpo_fine_tunes_the_chain_on_a_box_bandit(policy_name: str) -> 
     )
     config_class = FlowPolicyConfig if policy_name == "flow" else DiffusionPolicyConfig
     policy_class = FlowPolicy if policy_name == "flow" else DiffusionPolicy
-    config = config_class(**{**TINY, "n_action_steps": 1, "rl_chain": True, "use_ema": False})
+    config = config_class(**{**tiny_chunk_config, "n_action_steps": 1, "rl_chain": True, "use_ema": False})
     policy = policy_class(config, envs.single_observation_space, envs.single_action_space)  # type: ignore[arg-type]
     algorithm = GRPO(
         GRPO.config_class(group_size=8, learning_rate=3e-3, num_epochs=2),

@@ -1,0 +1,46 @@
+"""Fixtures shared by the policy tests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+TINY_CHUNK_CONFIG: dict[str, Any] = {
+    "down_dims": (16, 32),
+    "state_hidden_sizes": (32,),
+    "time_embed_dim": 16,
+    "horizon": 8,
+    "n_action_steps": 4,
+}
+"""A U-Net and encoder small enough for millisecond tests of the action-chunk policies."""
+CHUNK_OBS_SPACE = spaces.Dict({"state": spaces.Box(-1, 1, (3,), np.float32)})
+CHUNK_ACTION_SPACE = spaces.Box(-1, 1, (2,), np.float32)
+
+
+@pytest.fixture
+def tiny_chunk_config() -> dict[str, Any]:
+    """The tiny action-chunk policy config (a copy each test may change)."""
+    return dict(TINY_CHUNK_CONFIG)
+
+
+@pytest.fixture
+def chunk_spaces() -> tuple[spaces.Dict, spaces.Box]:
+    """A 3-d ``state`` observation space and a 2-d Box action space."""
+    return CHUNK_OBS_SPACE, CHUNK_ACTION_SPACE
+
+
+@pytest.fixture
+def chunk_policy() -> Callable[..., Any]:
+    """``chunk_policy(PolicyClass, **overrides)``: a tiny policy on :func:`chunk_spaces`, seeded 0."""
+
+    def build(policy_class: type, **overrides: Any) -> Any:
+        torch.manual_seed(0)
+        config = policy_class.config_class(**{**TINY_CHUNK_CONFIG, **overrides})
+        return policy_class(config, CHUNK_OBS_SPACE, CHUNK_ACTION_SPACE)
+
+    return build
