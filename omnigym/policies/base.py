@@ -33,6 +33,10 @@ class PolicyConfig:
     type: str = ""
 
 
+CAPABILITIES = frozenset({"act", "evaluate", "compute_loss", "features", "trainable", "rsample"})
+"""Every capability a policy may declare (see :class:`Policy`)."""
+
+
 class Policy(nn.Module):
     """Maps a batch of dict observations to actions, with the log-probability of each part.
 
@@ -68,6 +72,12 @@ class Policy(nn.Module):
         """Log-probability and entropy of stored ``actions`` under the current weights."""
         raise NotImplementedError(
             f"{type(self).__name__} cannot re-evaluate actions (no 'evaluate' capability)"
+        )
+
+    def rsample(self, obs: Obs, *, deterministic: bool = False) -> tuple[Tensor, Tensor]:
+        """Box actions ``[B, A]`` and their log-probabilities ``[B]``, differentiable (reparameterised)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no differentiable actions (no 'rsample' capability)"
         )
 
     def evaluate_with_features(

@@ -1,4 +1,4 @@
-"""Action heads: a network layer plus the distribution it parametrises.
+"""Action heads: a network layer plus the distribution it parametrises (or a deterministic action).
 
 Written with plain tensor maths instead of ``torch.distributions`` to keep the per-step cost of
 acting low; log-probabilities and entropies are summed over action dimensions (one part).
@@ -108,12 +108,150 @@ class CategoricalHead(nn.Module):
         return -(log_probs.exp() * log_probs).sum(-1)
 
 
+class SquashedGaussianHead(nn.Module):
+    """Tanh-squashed Gaussian with a state-dependent log standard deviation (SAC, CQL, AWAC).
+
+    Actions lie inside the Box bounds: ``bias + scale * tanh(u)``, ``u ~ N(mean(x), std(x))``.
+    Log-probabilities include the change of variables; sampling is reparameterised, so gradients
+    flow from the action and its log-probability into the network.
+
+    Args:
+        in_dim: input feature width.
+        low, high: the action bounds (finite), flat ``[A]``.
+        log_std_bounds: the range the log standard deviation is clamped to.
+    """
+
+    scale: Tensor
+    bias: Tensor
+
+    def __init__(
+        self, in_dim: int, low: Tensor, high: Tensor, log_std_bounds: tuple[float, float] = (-20.0, 2.0)
+    ) -> None:
+        super().__init__()
+        self.action_dim = int(low.numel())
+        self.layer = nn.Linear(in_dim, 2 * self.action_dim)
+        self.register_buffer("scale", (high - low).float() / 2)
+        self.register_buffer("bias", (high + low).float() / 2)
+        self.log_std_bounds = (float(log_std_bounds[0]), float(log_std_bounds[1]))
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Pre-squash mean and clamped log-std, both ``[B, A]``."""
+        mean, log_std = F.linear(x, self.layer.weight, self.layer.bias).chunk(2, dim=-1)
+        return mean, log_std.clamp(*self.log_std_bounds)
+
+    def _log_prob_of(self, mean: Tensor, log_std: Tensor, u: Tensor) -> Tensor:
+        z = (u - mean) * torch.exp(-log_std)
+        gaussian = -0.5 * z.square() - log_std - _LOG_SQRT_2PI
+        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), stable for large |u|
+        squash = 2 * (math.log(2) - u - F.softplus(-2 * u))
+        return (gaussian - squash).sum(-1) - torch.log(self.scale).sum()
+
+    def sample(self, params: tuple[Tensor, Tensor], deterministic: bool = False) -> Tensor:
+        """An action ``[B, A]`` inside the bounds: the squashed mean when deterministic."""
+        return self.sample_with_log_prob(params, deterministic)[0]
+
+    def sample_with_log_prob(
+        self, params: tuple[Tensor, Tensor], deterministic: bool = False
+    ) -> tuple[Tensor, Tensor]:
+        """A reparameterised action ``[B, A]`` and its log-density ``[B]``."""
+        mean, log_std = params
+        u = mean if deterministic else mean + log_std.exp() * torch.randn_like(mean)
+        return self.bias + self.scale * torch.tanh(u), self._log_prob_of(mean, log_std, u)
+
+    def log_prob(self, params: tuple[Tensor, Tensor], action: Tensor) -> Tensor:
+        """Log-density of actions inside the bounds (clipped just inside them). Shape: [B]."""
+        mean, log_std = params
+        y = ((action - self.bias) / self.scale).clamp(-1 + 1e-6, 1 - 1e-6)
+        return self._log_prob_of(mean, log_std, torch.atanh(y))
+
+    @staticmethod
+    def entropy(params: tuple[Tensor, Tensor]) -> Tensor:
+        """Entropy of the pre-squash Gaussian (the squashed one has no closed form). Shape: [B]."""
+        _, log_std = params
+        return (log_std + 0.5 + _LOG_SQRT_2PI).sum(-1)
+
+
+class DeterministicHead(nn.Module):
+    """A deterministic action ``bias + scale * tanh(linear(x))`` (TD3, TD3+BC).
+
+    Acting stochastically adds Gaussian exploration noise of ``exploration_std`` (a fraction of
+    the half-range), clipped to the bounds. The head has no density: log-probabilities are 0.
+
+    Args:
+        in_dim: input feature width.
+        low, high: the action bounds (finite), flat ``[A]``.
+        exploration_std: exploration noise, as a fraction of the half-range.
+    """
+
+    scale: Tensor
+    bias: Tensor
+
+    def __init__(self, in_dim: int, low: Tensor, high: Tensor, exploration_std: float = 0.1) -> None:
+        super().__init__()
+        self.action_dim = int(low.numel())
+        self.layer = nn.Linear(in_dim, self.action_dim)
+        self.register_buffer("scale", (high - low).float() / 2)
+        self.register_buffer("bias", (high + low).float() / 2)
+        self.exploration_std = float(exploration_std)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """The action ``[B, A]``."""
+        return self.bias + self.scale * torch.tanh(F.linear(x, self.layer.weight, self.layer.bias))
+
+    def sample(self, action: Tensor, deterministic: bool = False) -> Tensor:
+        """The action, plus clipped exploration noise unless deterministic."""
+        if deterministic or self.exploration_std == 0:
+            return action
+        noisy = action + self.exploration_std * self.scale * torch.randn_like(action)
+        return torch.maximum(torch.minimum(noisy, self.bias + self.scale), self.bias - self.scale)
+
+    def sample_with_log_prob(self, action: Tensor, deterministic: bool = False) -> tuple[Tensor, Tensor]:
+        """The (noisy) action ``[B, A]`` and a zero log-probability ``[B]``."""
+        return self.sample(action, deterministic), action.new_zeros(action.shape[0])
+
+    def log_prob(self, action: Tensor, actions: Tensor) -> Tensor:
+        """Not defined: a deterministic actor has no action density."""
+        raise NotImplementedError("a deterministic actor has no action density (use a Gaussian head)")
+
+    @staticmethod
+    def entropy(action: Tensor) -> Tensor:
+        """Zero. Shape: [B]."""
+        return action.new_zeros(action.shape[0])
+
+
+ActionHead = GaussianHead | CategoricalHead | SquashedGaussianHead | DeterministicHead
+HEAD_KINDS = ("gaussian", "squashed_gaussian", "deterministic")
+
+
 def make_action_head(
-    action_space: spaces.Space, in_dim: int, log_std_init: float = 0.0
-) -> GaussianHead | CategoricalHead:
-    """The head for a Box (Gaussian) or Discrete (categorical) action space."""
+    action_space: spaces.Space,
+    in_dim: int,
+    log_std_init: float = 0.0,
+    kind: str = "gaussian",
+    *,
+    log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+    exploration_std: float = 0.1,
+) -> ActionHead:
+    """The head for a Box (``kind`` of Gaussian) or Discrete (categorical) action space.
+
+    Raises:
+        ValueError: an unknown ``kind``, or a bounded head on a Box with infinite bounds.
+        TypeError: any other action space.
+    """
+    if kind not in HEAD_KINDS:
+        raise ValueError(f"action head must be one of {HEAD_KINDS}, got {kind!r}")
     if isinstance(action_space, spaces.Box):
-        return GaussianHead(in_dim, int(math.prod(action_space.shape)), log_std_init)
+        if kind == "gaussian":
+            return GaussianHead(in_dim, int(math.prod(action_space.shape)), log_std_init)
+        low = torch.as_tensor(action_space.low, dtype=torch.float32).reshape(-1)
+        high = torch.as_tensor(action_space.high, dtype=torch.float32).reshape(-1)
+        if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+            raise ValueError(f"a {kind} head needs finite action bounds, got {action_space}")
+        if kind == "squashed_gaussian":
+            return SquashedGaussianHead(in_dim, low, high, log_std_bounds)
+        return DeterministicHead(in_dim, low, high, exploration_std)
     if isinstance(action_space, spaces.Discrete):
+        if kind != "gaussian":
+            raise ValueError(f"a {kind} head needs Box actions, got {action_space}")
         return CategoricalHead(in_dim, int(action_space.n))
     raise TypeError(f"no action head for {type(action_space).__name__} action spaces (Box or Discrete)")

@@ -2,6 +2,8 @@
 
 MLP and CNN policies differ only in how they turn observations into a feature vector; acting,
 re-evaluating stored actions and the behaviour-cloning loss are the same, and live here once.
+The head is a Gaussian (PPO), a tanh-squashed Gaussian (SAC, CQL) or a deterministic tanh
+action (TD3+BC), so one policy class serves on-policy, off-policy and offline algorithms.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ from torch import Tensor
 
 from omnigym.platform.types import Evaluation, Obs, PolicyStep
 from omnigym.policies.base import Policy
-from omnigym.policies.distributions import CategoricalHead, GaussianHead, make_action_head
+from omnigym.policies.distributions import (
+    ActionHead,
+    CategoricalHead,
+    DeterministicHead,
+    make_action_head,
+)
 from omnigym.policies.layers import MLP, orthogonal_init
 
 
@@ -22,6 +29,8 @@ class FeedForwardPolicy(Policy):
     """``features(obs)`` -> MLP trunk -> Gaussian (Box) or categorical (Discrete) head; one part.
 
     Subclasses define :meth:`features` and :attr:`feature_dim`, then call :meth:`build_actor`.
+    Box-action policies also have ``rsample``: differentiable actions and log-probabilities for
+    the actor losses of off-policy algorithms. A deterministic head has no ``evaluate``.
     """
 
     capabilities: ClassVar[frozenset[str]] = frozenset(
@@ -29,7 +38,15 @@ class FeedForwardPolicy(Policy):
     )
 
     def build_actor(
-        self, hidden_sizes: tuple[int, ...], activation: str, log_std_init: float, ortho_init: bool
+        self,
+        hidden_sizes: tuple[int, ...],
+        activation: str,
+        log_std_init: float,
+        ortho_init: bool,
+        *,
+        head: str = "gaussian",
+        log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+        exploration_std: float = 0.1,
     ) -> None:
         """Create the trunk over ``feature_dim`` inputs and the head for the action space.
 
@@ -37,10 +54,21 @@ class FeedForwardPolicy(Policy):
         (CleanRL / SB3), so initial actions are near-uniform.
         """
         self.trunk = MLP(self.feature_dim, tuple(hidden_sizes), activation)
-        self.head: GaussianHead | CategoricalHead = make_action_head(
-            self.action_space, self.trunk.out_dim, log_std_init
+        self.head: ActionHead = make_action_head(
+            self.action_space,
+            self.trunk.out_dim,
+            log_std_init,
+            head,
+            log_std_bounds=log_std_bounds,
+            exploration_std=exploration_std,
         )
-        gaussian = isinstance(self.head, GaussianHead)
+        gaussian = not isinstance(self.head, CategoricalHead)
+        capabilities = set(type(self).capabilities)
+        if gaussian:
+            capabilities.add("rsample")
+        if isinstance(self.head, DeterministicHead):
+            capabilities.discard("evaluate")
+        setattr(self, "capabilities", frozenset(capabilities))  # noqa: B010  (per instance: depends on the head)
         # Box actions of any shape (e.g. a [8, 3] plan): the head works on the flat vector
         self._action_shape: tuple[int, ...] = tuple(self.action_space.shape or ()) if gaussian else ()
         if ortho_init:
@@ -58,6 +86,16 @@ class FeedForwardPolicy(Policy):
             action = action.reshape(action.shape[0], *self._action_shape)
         logprob = logprob.unsqueeze(-1)
         return PolicyStep(action=action, logprob=logprob, mask=torch.ones_like(logprob, dtype=torch.bool))
+
+    def rsample(self, obs: Obs, *, deterministic: bool = False) -> tuple[Tensor, Tensor]:
+        """Actions ``[B, A]`` (flat) and log-probabilities ``[B]`` with gradients (reparameterised).
+
+        A deterministic head returns its action (with exploration noise unless ``deterministic``)
+        and zero log-probabilities.
+        """
+        if isinstance(self.head, CategoricalHead):
+            raise TypeError("rsample needs Box actions; this policy's actions are discrete")
+        return self.head.sample_with_log_prob(self.distribution(obs), deterministic)
 
     def evaluate(self, obs: Obs, actions: Tensor, extras: dict[str, Tensor] | None = None) -> Evaluation:
         """Log-probability and entropy of ``actions``. Shapes: [B, 1]."""
@@ -78,7 +116,14 @@ class FeedForwardPolicy(Policy):
         return Evaluation(logprob=logprob.unsqueeze(-1), entropy=self.head.entropy(params).unsqueeze(-1))
 
     def compute_loss(self, batch: Any) -> tuple[Tensor, dict[str, float]]:
-        """Behaviour cloning: negative log-likelihood of ``batch.actions``."""
+        """Behaviour cloning: negative log-likelihood of ``batch.actions``.
+
+        A deterministic head has no likelihood: its loss is the squared error instead.
+        """
+        if isinstance(self.head, DeterministicHead):
+            actions = batch.actions.reshape(batch.actions.shape[0], -1)
+            mse = (self.head(self.trunk(self.features(batch.obs))) - actions).square().sum(-1).mean()
+            return mse, {"train/bc_mse": float(mse.detach())}
         evaluation = self.evaluate(batch.obs, batch.actions)
         loss = -evaluation.logprob.mean()
         return loss, {"train/bc_nll": float(loss.detach())}

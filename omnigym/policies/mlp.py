@@ -33,12 +33,23 @@ class MLPPolicyConfig(PolicyConfig):
     """Clip normalised inputs to [-obs_clip, obs_clip]."""
     log_std_init: float = 0.0
     """Initial log standard deviation of Gaussian actions."""
+    action_head: Literal["gaussian", "squashed_gaussian", "deterministic"] = "gaussian"
+    """Box actions: ``gaussian`` (state-independent std; PPO, IQL), ``squashed_gaussian``
+    (tanh-squashed, state-dependent std; SAC, CQL, AWAC) or ``deterministic`` (tanh; TD3+BC)."""
+    log_std_bounds: tuple[float, float] = (-20.0, 2.0)
+    """Clamp of a squashed Gaussian's log standard deviation."""
+    exploration_std: float = 0.1
+    """A deterministic head's exploration noise when acting stochastically (fraction of the range)."""
     ortho_init: bool = True
     """Orthogonal initialisation (gain sqrt(2); 0.01 on the action head)."""
 
 
 class MLPPolicy(FeedForwardPolicy):
-    """MLP actor over the concatenation of ``obs_keys``; Gaussian (Box) or categorical (Discrete)."""
+    """MLP actor over the concatenation of ``obs_keys``; Gaussian (Box) or categorical (Discrete).
+
+    ``action_head`` picks the Box head: the plain Gaussian of PPO, the squashed Gaussian of SAC
+    and CQL, or the deterministic action of TD3+BC.
+    """
 
     name: ClassVar[str] = "mlp"
     config_class: ClassVar[type[PolicyConfig]] = MLPPolicyConfig
@@ -50,7 +61,15 @@ class MLPPolicy(FeedForwardPolicy):
         super().__init__(config, observation_space, action_space)
         self._in_dim = sum(self._key_dim(observation_space, key) for key in config.obs_keys)
         self.obs_rms = RunningMeanStd((self._in_dim,)) if config.normalize_obs else None
-        self.build_actor(config.hidden_sizes, config.activation, config.log_std_init, config.ortho_init)
+        self.build_actor(
+            config.hidden_sizes,
+            config.activation,
+            config.log_std_init,
+            config.ortho_init,
+            head=config.action_head,
+            log_std_bounds=config.log_std_bounds,
+            exploration_std=config.exploration_std,
+        )
 
     @staticmethod
     def _key_dim(observation_space: spaces.Dict, key: str) -> int:

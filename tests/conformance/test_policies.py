@@ -28,10 +28,9 @@ from safetensors.torch import save_file
 from omnigym.platform.registry import POLICIES
 from omnigym.platform.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, Obs, OnPolicyBatch, PolicyStep
 from omnigym.platform.vec_env import to_env_action
-from omnigym.policies.base import CONFIG_FILE, WEIGHTS_FILE, Policy
+from omnigym.policies.base import CAPABILITIES, CONFIG_FILE, WEIGHTS_FILE, Policy
 
 BATCH = 5
-CAPABILITIES = frozenset({"act", "evaluate", "compute_loss", "features", "trainable"})
 STATE_SPACE = spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)
 IMAGE_SPACE = spaces.Box(0, 255, shape=(64, 64, 3), dtype=np.uint8)
 TEXT_SPACE = spaces.Text(max_length=256, charset=string.printable)  # printable ASCII with newline
@@ -203,6 +202,20 @@ def test_evaluate_matches_act_logprob(policy: Policy, obs: Obs) -> None:
         evaluation = policy.evaluate(obs, step.action, step.extras)
         torch.testing.assert_close(evaluation.logprob, step.logprob, rtol=0, atol=1e-5)
         assert evaluation.entropy.shape == step.logprob.shape, "entropy must be [B, L] like logprob"
+
+
+def test_rsample_is_differentiable(policy: Policy, obs: Obs, action_space: spaces.Space) -> None:
+    if "rsample" not in policy.capabilities:
+        pytest.skip(f"{policy.name} has no 'rsample' capability")
+    actions, logprob = policy.rsample(obs)
+    assert actions.shape == (BATCH, int(np.prod(action_space.shape))), (
+        f"rsample actions {tuple(actions.shape)}"
+    )
+    assert logprob.shape == (BATCH,), f"rsample logprob {tuple(logprob.shape)}"
+    assert torch.isfinite(actions).all() and torch.isfinite(logprob).all()
+    (actions.sum() + logprob.sum()).backward()
+    grads = [p.grad for p in policy.parameters() if p.requires_grad]
+    assert any(g is not None and g.abs().sum() > 0 for g in grads), "no gradient reached the policy"
 
 
 def test_features_shape(policy: Policy, obs: Obs) -> None:
