@@ -105,6 +105,7 @@ POLICIES.register("diffusion", "omnigym.policies.diffusion.policy:DiffusionPolic
 POLICIES.register("flow", "omnigym.policies.flow.policy:FlowPolicy")
 POLICIES.register("meanflow", "omnigym.policies.flow.meanflow:MeanFlowPolicy")
 POLICIES.register("diffusion_planner", "omnigym.policies.diffusion.planner:DiffusionPlanner")
+POLICIES.register("one_step_flow", "omnigym.policies.flow.one_step:OneStepFlowPolicy")
 POLICIES.register(
     "hierarchical_diffusion_planner", "omnigym.policies.diffusion.planner:HierarchicalDiffusionPlanner"
 )
@@ -118,3 +119,11 @@ ALGORITHMS.register("decoupled_ppo", "omnigym.platform.algorithms.decoupled:Deco
 ALGORITHMS.register("a3po", "omnigym.platform.algorithms.decoupled:A3PO")
 ALGORITHMS.register("vtrace", "omnigym.platform.algorithms.vtrace:VTrace")
 ALGORITHMS.register("vldac", "omnigym.platform.algorithms.vldac:VLDAC")
+ALGORITHMS.register("sac", "omnigym.platform.algorithms.sac:SAC")
+ALGORITHMS.register("bc", "omnigym.platform.algorithms.offline.bc:BC")
+ALGORITHMS.register("td3bc", "omnigym.platform.algorithms.offline.td3bc:TD3BC")
+ALGORITHMS.register("iql", "omnigym.platform.algorithms.offline.iql:IQL")
+ALGORITHMS.register("cql", "omnigym.platform.algorithms.offline.cql:CQL")
+ALGORITHMS.register("awac", "omnigym.platform.algorithms.offline.awac:AWAC")
+ALGORITHMS.register("fql", "omnigym.platform.algorithms.offline.fql:FQL")
+ALGORITHMS.register("wsrl", "omnigym.platform.algorithms.offline.wsrl:WSRL")

@@ -8,7 +8,7 @@ a ``mask`` of the same shape saying which parts count.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -202,6 +202,53 @@ class OnPolicyBatch:
         perm = torch.randperm(len(self), generator=generator)
         for chunk in perm.chunk(num_minibatches):
             yield self.index(chunk)
+
+
+@dataclass
+class TransitionBatch:
+    """Transitions ``(s, a, r, s', terminated)`` for off-policy and offline losses. Shapes ``[B, ...]``.
+
+    Attributes:
+        obs: key -> ``[B, ...]``.
+        actions: ``[B, A]`` (flat Box actions).
+        rewards: Shape: [B].
+        next_obs: key -> ``[B, ...]``.
+        terminated: 1.0 where the episode ended in a terminal state (no bootstrap); time-limit
+            ends are 0 and still bootstrap. Shape: [B].
+        mc_returns: discounted return-to-go of each transition's episode, where the loss needs
+            it (Cal-QL); None otherwise. Shape: [B].
+    """
+
+    obs: Obs
+    actions: Tensor
+    rewards: Tensor
+    next_obs: Obs
+    terminated: Tensor
+    mc_returns: Tensor | None = None
+
+    def __len__(self) -> int:
+        return int(self.rewards.shape[0])
+
+    def to(self, device: torch.device | str) -> TransitionBatch:
+        """The batch on ``device``."""
+        return TransitionBatch(
+            **{f.name: _map_tensors(getattr(self, f.name), lambda t: t.to(device)) for f in fields(self)}
+        )
+
+    @staticmethod
+    def concat(batches: Sequence[TransitionBatch]) -> TransitionBatch:
+        """The batches one after another (e.g. offline and online halves of an RLPD batch)."""
+
+        def cat(values: list[Any]) -> Any:
+            if values[0] is None:
+                return None
+            if isinstance(values[0], dict):
+                return {k: torch.cat([v[k] for v in values]) for k in values[0]}
+            return torch.cat(values)
+
+        return TransitionBatch(
+            **{f.name: cat([getattr(b, f.name) for b in batches]) for f in fields(TransitionBatch)}
+        )
 
 
 @dataclass
