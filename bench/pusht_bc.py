@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import statistics
 import tempfile
@@ -41,6 +42,8 @@ LEARNING_RATE = 1e-3
 """The rate of the better earlier CPU attempt on PushT (docs/policies.md: flow at 1e-3 for 1,500
 steps reached coverage 0.20, diffusion at 3e-4 for 3,000 steps 0.11); not tuned further."""
 LATENCY_WARMUP, LATENCY_CALLS = 5, 50
+PROGRESS_EPISODES = 10
+"""Test episodes of the progress evaluations a full run logs every quarter of training."""
 QUICK_NET = ["down_dims=[32,64,128]", "state_hidden_sizes=[128,128]", "time_embed_dim=64"]
 """Policy overrides of the quick run: 1.6 M parameters instead of the configs' 6.3 M."""
 
@@ -122,6 +125,9 @@ def main() -> None:
         torch.set_num_threads(args.threads or 1)  # one thread is steadier on a shared 2-core CPU
     from omnigym.policies.chunking.train import ImitationConfig, imitate_dataset
 
+    if not args.quick:  # hours of training: show the imitation log and progress evaluations
+        logging.basicConfig(level=logging.INFO, format="%(message)s")
+
     if args.quick:
         episodes, bc_steps, batch_size, test_episodes, overrides = 50, 600, 64, 10, QUICK_NET
     else:
@@ -145,7 +151,9 @@ def main() -> None:
         for name in POLICIES:
             imitation = ImitationConfig(
                 steps=bc_steps, batch_size=batch_size, learning_rate=LEARNING_RATE,
-                warmup_steps=500, log_every=0, seed=0,
+                warmup_steps=500, log_every=0 if args.quick else 1000, seed=0,
+                eval_every=0 if args.quick else bc_steps // 4,
+                eval_episodes=0 if args.quick else PROGRESS_EPISODES,
             )  # fmt: skip
             tic = time.perf_counter()
             policy, history = imitate_dataset(

@@ -23,7 +23,8 @@ BENCH_DIR = REPO_ROOT / "bench"
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from omnigym.platform.experiment import load_experiment
-    from omnigym.platform.trainers.on_policy import OnPolicyTrainer, load_run_config, new_run_dir
+    from omnigym.platform.trainers import build_trainer
+    from omnigym.platform.trainers.on_policy import load_run_config, new_run_dir
 
     if args.seeds:
         if args.resume or not args.experiment:
@@ -33,12 +34,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
         if args.experiment:
             raise SystemExit("train: give either an experiment or --resume <run dir>, not both")
         run_dir = Path(args.resume)
-        trainer = OnPolicyTrainer(load_run_config(run_dir), run_dir, resume=True)
+        trainer = build_trainer(load_run_config(run_dir), run_dir, resume=True)
     else:
         if not args.experiment:
             raise SystemExit("train: name an experiment (see `omnigym list`) or pass --resume <run dir>")
         config = load_experiment(args.experiment, args.overrides)
-        trainer = OnPolicyTrainer(config, new_run_dir(config))
+        trainer = build_trainer(config, new_run_dir(config))
     print(f"run directory: {trainer.run_dir}", file=sys.stderr)
     result = trainer.train()
     _print_result(result.final_eval, result.best_eval)
@@ -50,7 +51,9 @@ def _train_seeds(args: argparse.Namespace) -> int:
 
     summary = train_seeds(args.experiment, args.seeds, args.overrides)
     print(f"{len(args.seeds)} seeds, runs under {summary['root']}:")
-    for label in ("final_return", "best_return"):
+    for label in ("final_return", "best_return", "final_normalized_score"):
+        if label not in summary:
+            continue
         a = summary[label]
         mean_ci, iqm_ci = (f"[{a[f'{k}_ci_low']:.2f}, {a[f'{k}_ci_high']:.2f}]" for k in ("mean", "iqm"))
         print(
@@ -258,6 +261,30 @@ def _cmd_eval_agent(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_datasets_make(args: argparse.Namespace) -> int:
+    from omnigym.platform.dataset_recipes import (
+        dataset_exists,
+        dataset_id,
+        make_dataset,
+        parse_name,
+        read_card,
+    )
+
+    for name in args.names:
+        task, kind = parse_name(name)
+        target = dataset_id(task, kind, args.quick)
+        if dataset_exists(target):
+            print(f"{target} exists already: {json.dumps(read_card(target))}")
+            continue
+        card = make_dataset(task, kind, quick=args.quick)
+        print(
+            f"wrote {target}: {card['episodes']} episodes, {card['steps']} steps, return "
+            f"{card['return_mean']:.1f} +- {card['return_std']:.1f} "
+            f"(normalised score {card['normalized_score_mean']:.1f})"
+        )
+    return 0
+
+
 def _cmd_vlm(args: argparse.Namespace) -> int:
     from omnigym.policies.vlm.tiny import make_tiny
 
@@ -460,6 +487,20 @@ def build_parser() -> argparse.ArgumentParser:
         help='JSON env options for the games, e.g. \'{"instructions": false}\' (state-only text)',
     )  # fmt: skip
     agent_eval.set_defaults(func=_cmd_eval_agent)
+
+    datasets = sub.add_parser("datasets", help="generate D4RL-style offline datasets locally")
+    datasets_sub = datasets.add_subparsers(dest="datasets_command", required=True, metavar="DATASETS_COMMAND")
+    make = datasets_sub.add_parser(
+        "make", help="make recipe datasets, e.g. hopper-medium (trains and caches a SAC behaviour policy)"
+    )
+    make.add_argument(
+        "names", nargs="+", metavar="TASK-KIND",
+        help="task: halfcheetah, hopper, walker2d; kind: random, medium(-replay), expert, medium-expert",
+    )  # fmt: skip
+    make.add_argument(
+        "--quick", action="store_true", help="small datasets, short SAC runs (own ids: ...-quick-v0)"
+    )
+    make.set_defaults(func=_cmd_datasets_make)
 
     vlm = sub.add_parser("vlm", help="vision-language-model utilities")
     vlm_sub = vlm.add_subparsers(dest="vlm_command", required=True, metavar="VLM_COMMAND")

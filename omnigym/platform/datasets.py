@@ -254,6 +254,7 @@ def collect_dataset(
     deterministic: bool = True,
     description: str | None = None,
     jpeg_images: bool = False,
+    steps: int | None = None,
 ) -> DatasetSummary:
     """Roll a policy, or a mix of policies, out and save the episodes as Minari dataset ``dataset_id``.
 
@@ -276,6 +277,8 @@ def collect_dataset(
         description: the dataset's description (default: counts, policies and env).
         jpeg_images: store image observations JPEG-encoded (Minari's default: about 10x smaller
             but lossy); by default they are stored exactly as the env rendered them.
+        steps: record whole episodes until at least this many steps (D4RL-style datasets are
+            sized in transitions); ``episodes`` is then ignored. Needs a single policy.
 
     Raises:
         ImportError: minari is not installed (``pip install omnigym[offline]``).
@@ -290,6 +293,8 @@ def collect_dataset(
     sources = [PolicySource(policy, 1.0, deterministic)] if isinstance(policy, Policy) else list(policy)
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if steps is not None and (steps < 1 or len(sources) != 1):
+        raise ValueError("collecting by steps needs steps >= 1 and a single policy")
     if not sources or not math.isclose(sum(s.fraction for s in sources), 1.0, abs_tol=1e-6):
         raise ValueError("the policies' fractions must sum to 1")
     path = get_dataset_path(dataset_id)
@@ -300,7 +305,13 @@ def collect_dataset(
     assignment = assign_episodes([s.fraction for s in sources], episodes)
     labels = [s.label for s in sources]
     try:
-        recorded = [_record_episode(sources[k], env, seed + i) for i, k in enumerate(assignment)]
+        if steps is None:
+            recorded = [_record_episode(sources[k], env, seed + i) for i, k in enumerate(assignment)]
+        else:
+            recorded = []
+            while sum(r.metadata["length"] for r in recorded) < steps:
+                recorded.append(_record_episode(sources[0], env, seed + len(recorded)))
+            episodes, assignment = len(recorded), [0] * len(recorded)
         spec = env.env.spec  # the made env's, without this wrapper
         if spec is not None:  # a user re-making the env from the dataset gets no privileged keys
             spec = dataclasses.replace(
@@ -336,6 +347,77 @@ def collect_dataset(
         mean_return=float(np.mean([r.metadata["return"] for r in recorded])),
         success_rate=float(np.mean(successes)) if len(successes) == episodes else None,
         episodes_per_policy={label: sum(labels[k] == label for k in assignment) for label in labels},
+    )
+
+
+def write_episodes_dataset(
+    episodes: Sequence[dict[str, Any]],
+    env_id: str,
+    dataset_id: str,
+    *,
+    label: str,
+    description: str,
+    env_kwargs: dict[str, Any] | None = None,
+) -> DatasetSummary:
+    """Save ready-made episodes (e.g. a training run's replay buffer) as Minari dataset ``dataset_id``.
+
+    Each episode is a dict in Minari's layout: ``observations`` (``key -> [T+1, ...]``),
+    ``actions`` ``[T, ...]``, ``rewards``, ``terminations``, ``truncations`` ``[T]``. Episode
+    metadata holds ``policy`` (``label``), ``return`` and ``length``, as :func:`collect_dataset` writes.
+
+    Raises:
+        ValueError: no episodes, or a dataset with this id exists already.
+    """
+    import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+    from minari.storage import get_dataset_path
+
+    if not episodes:
+        raise ValueError(f"{dataset_id}: no episodes to write")
+    path = get_dataset_path(dataset_id)
+    if path.exists():
+        raise ValueError(f"Minari dataset {dataset_id!r} exists already; delete it or pick another id")
+    env = make_env(env_id, **(env_kwargs or {}))
+    buffers = [
+        EpisodeBuffer(
+            observations=e["observations"],
+            actions=e["actions"],
+            rewards=list(map(float, e["rewards"])),
+            terminations=list(map(bool, e["terminations"])),
+            truncations=list(map(bool, e["truncations"])),
+        )
+        for e in episodes
+    ]
+    metadata = [
+        {"policy": label, "return": float(np.sum(e["rewards"])), "length": len(e["rewards"])}
+        for e in episodes
+    ]
+    try:
+        dataset = minari.create_dataset_from_buffers(
+            dataset_id=dataset_id,
+            buffer=buffers,
+            env=env.spec,
+            eval_env=env.spec,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            algorithm_name=label,
+            author="omnigym",
+            code_permalink="https://github.com/omnigym/omnigym",
+            description=description,
+        )
+        dataset.storage.update_episode_metadata(metadata, range(len(metadata)))
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)  # a half-written dataset would block its id
+        raise
+    finally:
+        env.close()
+    return DatasetSummary(
+        dataset_id=dataset_id,
+        path=str(path),
+        episodes=len(metadata),
+        steps=sum(len(e["rewards"]) for e in episodes),
+        mean_return=float(np.mean([m["return"] for m in metadata])),
+        episodes_per_policy={label: len(metadata)},
     )
 
 

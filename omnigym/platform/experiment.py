@@ -46,6 +46,9 @@ class LogConfig:
     """A live progress line (steps, steps/s, recent return, ETA)."""
     tensorboard: bool = True
     """TensorBoard event files next to metrics.jsonl."""
+    every_steps: int = 1000
+    """Off-policy and offline trainers: log the mean metrics every this many steps (updates
+    offline); on-policy trainers log every iteration."""
 
 
 @dataclass
@@ -68,8 +71,16 @@ class ExperimentConfig:
     """Seeds torch, NumPy, Python and the training envs."""
     total_steps: int = 100_000
     """Env steps to train for."""
-    trainer: Literal["on_policy"] = "on_policy"
-    """The training loop."""
+    trainer: Literal["on_policy", "off_policy", "offline"] = "on_policy"
+    """The training loop: ``on_policy`` (PPO, the GRPO family; ``total_steps`` counts env steps),
+    ``off_policy`` (SAC, WSRL: a replay buffer filled online; env steps) or ``offline`` (TD3+BC,
+    IQL, CQL, ...: learns from ``dataset`` alone; ``total_steps`` counts gradient updates)."""
+    dataset: str | None = None
+    """A Minari dataset id (local storage): what ``offline`` learns from; for ``off_policy``,
+    offline data mixed into online batches (``algo.offline_data_ratio``)."""
+    init_from: str | None = None
+    """A run directory (or checkpoint) to start from: its policy weights, and the algorithm's
+    networks where names and shapes match (offline-to-online fine-tuning)."""
     run_dir: str | None = None
     """Where to write the run (default: runs/<name>-<timestamp>)."""
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -84,6 +95,8 @@ class ExperimentConfig:
         """Reject values that cannot work."""
         if self.total_steps < 1:
             raise ValueError("total_steps must be >= 1")
+        if self.trainer == "offline" and not self.dataset:
+            raise ValueError("trainer offline needs a dataset (a Minari dataset id)")
 
 
 def config_dir() -> Path:

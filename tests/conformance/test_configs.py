@@ -1,5 +1,10 @@
 """Smoke tests over ``configs/``: every experiment loads and trains one tiny iteration end to end,
-and every option file of the config groups is usable."""
+and every option file of the config groups is usable.
+
+Experiments of the transition trainers (``offline``, ``off_policy``) train 16 steps instead; an
+offline one learns from a two-episode random dataset made under its dataset id in a temporary
+Minari folder.
+"""
 
 from __future__ import annotations
 
@@ -67,6 +72,8 @@ def test_experiment_loads(name: str) -> None:
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_trains_one_tiny_iteration(name: str, tmp_path: Path) -> None:
+    if load_experiment(name).trainer != "on_policy":
+        pytest.skip("a transition-trainer experiment (test_transition_experiment_trains_briefly)")
     algo_fields = vars(load_experiment(name).algo)
     algo_overrides = [f"algo.{key}={value}" for key, value in TINY_ALGO.items() if key in algo_fields]
     run_dir = tmp_path / "run"
@@ -99,6 +106,53 @@ def test_experiment_trains_one_tiny_iteration(name: str, tmp_path: Path) -> None
     checkpoint = latest_checkpoint(run_dir)
     assert checkpoint is not None, "no checkpoint written"
     assert load_checkpoint(checkpoint).trainer_state["iteration"] == len(lines)
+
+
+TINY_TRANSITIONS = {"batch_size": 8, "learning_starts": 8, "warmup_steps": 8}
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_transition_experiment_trains_briefly(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    experiment = load_experiment(name)
+    if experiment.trainer == "on_policy":
+        pytest.skip("an on-policy experiment (test_experiment_trains_one_tiny_iteration)")
+    if experiment.init_from:
+        pytest.skip("starts from another run")
+    algo_fields = vars(experiment.algo)
+    algo_overrides = [f"algo.{k}={v}" for k, v in TINY_TRANSITIONS.items() if k in algo_fields]
+    run_dir = tmp_path / "run"
+    overrides = [o for o in TINY_OVERRIDES if not o.startswith("env.num_envs")]
+    config = load_experiment(name, [*overrides, *algo_overrides, f"run_dir={run_dir}", "log.every_steps=8"])
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    if config.dataset:
+        from omnigym.platform.datasets import collect_dataset
+        from omnigym.platform.registry import POLICIES as REGISTRY
+        from omnigym.platform.vec_env import make_env
+
+        env = make_env(config.env.id, max_episode_steps=20, **config.env.kwargs)
+        random_cls = REGISTRY.get("random")
+        policy = random_cls(random_cls.config_class(), env.observation_space, env.action_space)
+        env.close()
+        collect_dataset(
+            policy,
+            config.env.id,
+            config.dataset,
+            episodes=2,
+            env_kwargs={**config.env.kwargs, "max_episode_steps": 20},
+        )
+    from omnigym.platform.trainers import build_trainer
+
+    result = build_trainer(config, run_dir).train()
+    assert result.total_steps == 16
+    for needed in ("config.yaml", "metrics.jsonl", "results.json", f"policy/{WEIGHTS_FILE}"):
+        assert (run_dir / needed).is_file(), f"{needed} missing from the run directory"
+    assert load_run_config(run_dir) == config
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["step"] == 16 and any(key.startswith("train/") for key in lines[-1])
+    assert math.isfinite(json.loads((run_dir / "results.json").read_text())["final_eval"]["return_mean"])
+    assert latest_checkpoint(run_dir) is not None
 
 
 @pytest.mark.parametrize("option", GROUP_FILES)

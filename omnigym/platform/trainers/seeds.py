@@ -10,7 +10,7 @@ from typing import Any
 
 from omnigym.platform.experiment import load_experiment
 from omnigym.platform.stats import aggregate_runs
-from omnigym.platform.trainers.on_policy import OnPolicyTrainer
+from omnigym.platform.trainers import build_trainer
 
 AGGREGATE_FILE = "aggregate.json"
 
@@ -27,11 +27,13 @@ def train_seeds(
         raise ValueError("train_seeds needs at least one seed")
     first = load_experiment(experiment, overrides)
     root = root or Path("runs") / f"{first.name}-seeds-{time.strftime('%Y%m%d-%H%M%S')}"
-    finals, bests, runs = [], [], {}
+    finals, bests, scores, runs = [], [], [], {}
     for seed in seeds:
         run_dir = root / f"seed_{seed}"
         config = load_experiment(experiment, [*overrides, f"seed={seed}", f"run_dir={run_dir}"])
-        result = OnPolicyTrainer(config, run_dir).train()
+        result = build_trainer(config, run_dir).train()
+        if "normalized_score_mean" in result.final_eval:
+            scores.append(result.final_eval["normalized_score_mean"])
         finals.append(result.final_eval["return_mean"])
         bests.append(
             result.best_eval["return_mean"] if result.best_eval else result.final_eval["return_mean"]
@@ -44,6 +46,8 @@ def train_seeds(
         "best_return": aggregate_runs(bests),
         "runs": runs,
     }
+    if len(scores) == len(finals):  # D4RL tasks: the normalised score across seeds too
+        summary["final_normalized_score"] = aggregate_runs(scores)
     root.mkdir(parents=True, exist_ok=True)
     (root / AGGREGATE_FILE).write_text(json.dumps(summary, indent=2))
     summary["root"] = str(root)

@@ -1,0 +1,120 @@
+"""Offline and off-policy trainers: learning from a dataset, exact resume, offline-to-online warm starts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from omnigym.platform.checkpoint import latest_checkpoint
+from omnigym.platform.experiment import load_experiment
+from omnigym.platform.trainers import build_trainer
+from omnigym.platform.trainers.on_policy import load_run_config
+
+QUIET = ["log.progress=false", "log.tensorboard=false"]
+DATASET = "omnigym/reach-mixed-v0"
+
+
+@pytest.fixture(scope="module")
+def reach_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """td3bc_reach's dataset: 40 Reach episodes, half by the noisy expert, half random."""
+    root = tmp_path_factory.mktemp("datasets")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINARI_DATASETS_PATH", str(root))
+        from omnigym.platform.cli import resolve_policy
+        from omnigym.platform.datasets import PolicySource, collect_dataset
+
+        sources = [
+            PolicySource(resolve_policy(name, "omnigym/Reach-v0"), 0.5, deterministic=False)
+            for name in ("reach_expert", "random")
+        ]
+        summary = collect_dataset(sources, "omnigym/Reach-v0", DATASET, episodes=40, seed=0)
+    assert summary.success_rate == pytest.approx(0.55, abs=0.1)  # the random half never succeeds
+    return root
+
+
+@pytest.fixture
+def datasets(reach_dataset: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(reach_dataset))
+    return reach_dataset
+
+
+def run(experiment: str, run_dir: Path, *overrides: str):
+    config = load_experiment(experiment, [*QUIET, f"run_dir={run_dir}", *overrides])
+    return build_trainer(config, run_dir)
+
+
+def test_td3bc_learns_to_reach_from_mixed_data(datasets: Path, tmp_path: Path) -> None:
+    result = run(
+        "td3bc_reach", tmp_path, "total_steps=1500", "eval.every_steps=0", "eval.episodes=20"
+    ).train()
+    # The data succeed 55% of the time; BC of the mixture would copy the random half's failures.
+    assert result.final_eval["success_rate"] >= 0.6, result.final_eval
+    lines = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert lines[-1]["step"] == 1500 and lines[-1]["train/lambda"] > 0
+
+
+def test_offline_resume_reproduces_uninterrupted_run(datasets: Path, tmp_path: Path) -> None:
+    overrides = ["total_steps=40", "eval.every_steps=20", "eval.episodes=2", "checkpoint.every_steps=20"]
+    straight = run("td3bc_reach", tmp_path / "straight", *overrides)
+    straight.train()
+
+    killed = run("td3bc_reach", tmp_path / "resumed", *overrides)
+    update = killed.algorithm.update
+
+    def update_then_die(batch):
+        if killed.steps == 30:
+            raise KeyboardInterrupt
+        return update(batch)
+
+    killed.algorithm.update = update_then_die  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        killed.train()
+    assert latest_checkpoint(tmp_path / "resumed").name == "step_0000000020"
+    resumed = build_trainer(load_run_config(tmp_path / "resumed"), tmp_path / "resumed", resume=True)
+    assert resumed.steps == 20
+    resumed.train()
+    for (name, a), b in zip(
+        straight.policy.state_dict().items(), resumed.policy.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    for name, net in straight.algorithm.networks.items():
+        for a, b in zip(
+            net.state_dict().values(), resumed.algorithm.networks[name].state_dict().values(), strict=True
+        ):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_offline_trainer_refuses_rollout_algorithms_and_missing_datasets(
+    datasets: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="learns from rollouts"):
+        run("td3bc_reach", tmp_path / "a", "algo=ppo")
+    with pytest.raises(FileNotFoundError, match="no Minari dataset"):
+        run("td3bc_reach", tmp_path / "b", "dataset=omnigym/nothing-here-v0")
+
+
+def test_warm_start_then_wsrl_warmup_keeps_weights_and_offline_data_out(
+    datasets: Path, tmp_path: Path
+) -> None:
+    """WSRL's process sanity check: no update during warm-up, and only online data in the buffer."""
+    offline_dir = tmp_path / "offline"
+    run(
+        "td3bc_reach", offline_dir, "total_steps=20", "eval.episodes=1", "policy=sac_actor", "algo=cql",
+        "algo.num_critics=10", "algo.hidden_sizes=[256,256]", "algo.layer_norm=true", "algo.batch_size=16",
+    ).train()  # fmt: skip
+    online = run(
+        "td3bc_reach", tmp_path / "online", "trainer=off_policy", "policy=sac_actor", "algo=wsrl",
+        f"init_from={offline_dir}", "total_steps=64", "algo.warmup_steps=64", "env.num_envs=2",
+        "eval.episodes=1", "algo.batch_size=16",
+    )  # fmt: skip
+    loaded = {k: v.clone() for k, v in online.policy.state_dict().items()}
+    q_before = [p.clone() for p in online.algorithm.networks["q"].parameters()]
+    online.train()
+    assert len(online.buffer) == 64  # the warm-up rollouts, none of the dataset's transitions
+    for name, value in online.policy.state_dict().items():
+        torch.testing.assert_close(value, loaded[name], rtol=0, atol=0, msg=name)
+    for a, b in zip(q_before, online.algorithm.networks["q"].parameters(), strict=True):
+        assert torch.equal(a, b)
