@@ -63,3 +63,17 @@ def test_stdlib_platform_in_this_process() -> None:
 
     assert platform.system()
     assert not Path(platform.__file__).resolve().is_relative_to(PACKAGE_DIR)
+
+
+def test_legacy_gym_and_benchmark_peers_stay_out_of_the_core_install() -> None:
+    """d3rlpy (which pulls the unmaintained ``gym`` 0.26) is a benchmark peer, only in the ``bench`` extra."""
+    import tomllib
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[<>=!~\[; ]", dep)[0].lower() for dep in project["dependencies"]]
+    assert not {"d3rlpy", "gym", "stable-baselines3", "highway-env"} & set(names), names
+    extras = {
+        extra: [re.split(r"[<>=!~\[; ]", d)[0].lower() for d in deps]
+        for extra, deps in project["optional-dependencies"].items()
+    }
+    assert [extra for extra, deps in extras.items() if "d3rlpy" in deps] == ["bench"]

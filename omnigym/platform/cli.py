@@ -276,7 +276,8 @@ def _cmd_datasets_make(args: argparse.Namespace) -> int:
         if dataset_exists(target):
             print(f"{target} exists already: {json.dumps(read_card(target))}")
             continue
-        card = make_dataset(task, kind, quick=args.quick)
+        expert = any(parse_name(n)[0] == task and "expert" in parse_name(n)[1] for n in args.names)
+        card = make_dataset(task, kind, quick=args.quick, train_expert=expert)
         print(
             f"wrote {target}: {card['episodes']} episodes, {card['steps']} steps, return "
             f"{card['return_mean']:.1f} +- {card['return_std']:.1f} "

@@ -104,9 +104,19 @@ def ensure_dataset(name: str, *, quick: bool = False, config: RecipeConfig | Non
 
 
 def make_dataset(
-    task: str, kind: str, *, quick: bool = False, config: RecipeConfig | None = None
+    task: str,
+    kind: str,
+    *,
+    quick: bool = False,
+    config: RecipeConfig | None = None,
+    train_expert: bool = False,
 ) -> dict[str, Any]:
-    """Make one dataset of ``task`` (and the behaviour policies it needs); returns its card."""
+    """Make one dataset of ``task`` (and the behaviour policies it needs); returns its card.
+
+    A SAC run that only had to reach the medium policy stops there; a later expert dataset then
+    trains a second run. ``train_expert`` trains on to the expert in the first run already (when
+    the expert datasets will be wanted too).
+    """
     config = config or (RecipeConfig.quick() if quick else RecipeConfig())
     env_id = LOCOMOTION_ENVS[task]
     target = dataset_id(task, kind, quick)
@@ -120,9 +130,13 @@ def make_dataset(
         env.close()
         return _rollout_dataset(policy, task, kind, target, config, {"policy": "uniform random"})
     if kind == "medium-expert":
-        parts = [ensure_dataset(f"{task}-{k}", quick=quick, config=config) for k in ("medium", "expert")]
+        parts = []
+        for part in ("medium", "expert"):
+            if not dataset_exists(dataset_id(task, part, quick)):
+                make_dataset(task, part, quick=quick, config=config, train_expert=True)
+            parts.append(dataset_id(task, part, quick))
         return _combine(parts, task, kind, target)
-    runs = behaviour_policies(task, config, quick, need_expert=kind == "expert")
+    runs = behaviour_policies(task, config, quick, need_expert=train_expert or kind == "expert")
     if kind == "medium-replay":
         if not dataset_exists(target):
             raise FileNotFoundError(

@@ -59,6 +59,12 @@ class OffPolicyConfig(AlgorithmConfig):
     """Online training: env steps of random actions before the first update."""
     updates_per_step: int = 1
     """Online training: gradient steps per env step of every env (the update-to-data ratio)."""
+    warmup_steps: int = 0
+    """Online training from an offline run (``init_from``): env steps of the loaded policy before
+    the first update (WSRL's warm-up; replaces ``learning_starts``' random actions)."""
+    offline_data_ratio: float = 0.0
+    """Online training with a ``dataset``: the fraction of each batch drawn from it (0: online data
+    only, as WSRL; 0.5: RLPD's symmetric sampling; IQL and AWAC fine-tune with their data kept)."""
 
     def __post_init__(self) -> None:
         """Reject settings that cannot train."""
@@ -68,6 +74,8 @@ class OffPolicyConfig(AlgorithmConfig):
             raise ValueError(f"gamma and tau must be in (0, 1], got {self.gamma} and {self.tau}")
         if self.actor_lr <= 0 or self.critic_lr <= 0:
             raise ValueError("actor_lr and critic_lr must be > 0")
+        if self.warmup_steps < 0 or not 0 <= self.offline_data_ratio < 1:
+            raise ValueError("warmup_steps must be >= 0 and offline_data_ratio in [0, 1)")
 
 
 class OffPolicyAlgorithm(Algorithm):

@@ -39,7 +39,7 @@ class OffPolicyTrainer(TransitionTrainer):
         self.buffer = ReplayBuffer(
             self.observation_space, self.action_space, min(algo.buffer_size, config.total_steps), self.device
         )
-        self.offline_ratio = float(getattr(algo, "offline_data_ratio", 0.0))
+        self.offline_ratio = algo.offline_data_ratio
         self.offline: ReplayBuffer | None = None
         if self.offline_ratio > 0:
             if not config.dataset:
@@ -48,9 +48,7 @@ class OffPolicyTrainer(TransitionTrainer):
                 config.dataset, self.observation_space, self.action_space, self.device
             )
         self.warm_started = bool(config.init_from)
-        self.update_start = (
-            int(getattr(algo, "warmup_steps", 0)) if self.warm_started else algo.learning_starts
-        )
+        self.update_start = algo.warmup_steps if self.warm_started else algo.learning_starts
         self.rng = np.random.default_rng(config.seed)
         self.returns = np.zeros(self.num_envs)
         self.lengths = np.zeros(self.num_envs, dtype=np.int64)

@@ -50,14 +50,6 @@ class WSRLConfig(SACConfig):
     """Fraction of each batch drawn from the offline dataset (read by the online trainer):
     0 = WSRL (the offline data is discarded), 0.5 = RLPD-style symmetric sampling."""
 
-    def __post_init__(self) -> None:
-        """Reject settings that cannot train."""
-        super().__post_init__()
-        if self.warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
-        if not 0 <= self.offline_data_ratio < 1:
-            raise ValueError(f"offline_data_ratio must be in [0, 1), got {self.offline_data_ratio}")
-
 
 class WSRL(SAC):
     """Online SAC fine-tuning from a pre-trained offline agent (see :meth:`load_pretrained`)."""
