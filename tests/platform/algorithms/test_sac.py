@@ -1,6 +1,7 @@
 """SAC: the soft TD target and critic loss by hand, the REDQ subset, entropy tuning, an update."""
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -9,30 +10,15 @@ from gymnasium import spaces
 from omnigym.platform.algorithms.sac import SAC, SACConfig, parse_ent_coef, temperature_loss
 from omnigym.platform.types import TransitionBatch
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-1.0, 1.0, (3,))})
 ACTION_SPACE = spaces.Box(-1.0, 1.0, (1,))
 
 
-def make_sac(obs_space=OBS_SPACE, action_space=ACTION_SPACE, **overrides) -> SAC:
-    policy = MLPPolicy(
-        MLPPolicyConfig(action_head="squashed_gaussian", hidden_sizes=(32, 32)), obs_space, action_space
-    )
-    return SAC(SACConfig(hidden_sizes=(32, 32), **overrides), policy, obs_space, action_space)
-
-
-def random_batch(obs_space, action_space, batch_size: int = 64, seed: int = 0) -> TransitionBatch:
-    g = torch.Generator().manual_seed(seed)
-    low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
-    obs_dim = obs_space["state"].shape[0]
-    return TransitionBatch(
-        obs={"state": torch.randn(batch_size, obs_dim, generator=g)},
-        actions=low + (high - low) * torch.rand(batch_size, action_space.shape[0], generator=g),
-        rewards=torch.randn(batch_size, generator=g),
-        next_obs={"state": torch.randn(batch_size, obs_dim, generator=g)},
-        terminated=(torch.rand(batch_size, generator=g) < 0.1).float(),
-    )
+@pytest.fixture
+def make_sac(mlp_agent):
+    """``make_sac(obs_space, action_space, **overrides)``: SAC with (32, 32) critics and policy."""
+    return partial(mlp_agent, SAC, hidden_sizes=(32, 32))
 
 
 def crafted_batch() -> TransitionBatch:
@@ -43,12 +29,6 @@ def crafted_batch() -> TransitionBatch:
         next_obs={"state": torch.ones(2, 3)},
         terminated=torch.tensor([0.0, 1.0]),
     )
-
-
-def constant_q(values: list[float]):
-    """A stand-in ensemble: member j returns ``values[j]`` for every input."""
-    column = torch.tensor(values).unsqueeze(1)
-    return lambda features, actions: column.expand(len(values), features.shape[0])
 
 
 def patch_policy(monkeypatch, sac: SAC, logp: float) -> None:
@@ -62,7 +42,7 @@ def patch_policy(monkeypatch, sac: SAC, logp: float) -> None:
 
 
 @pytest.mark.parametrize("backup_entropy, expected", [(True, 1 + 0.99 * 3.5), (False, 1 + 0.99 * 3.0)])
-def test_soft_td_target_by_hand(monkeypatch, backup_entropy, expected):
+def test_soft_td_target_by_hand(monkeypatch, backup_entropy, expected, make_sac, constant_q):
     # min_j Q_targ = min(3, 5) = 3; alpha = 0.5, log pi = -1: soft value 3 + 0.5 = 3.5; terminal: r only
     sac = make_sac(ent_coef=0.5, backup_entropy=backup_entropy)
     monkeypatch.setattr(sac, "q_target", constant_q([3.0, 5.0]))
@@ -71,7 +51,7 @@ def test_soft_td_target_by_hand(monkeypatch, backup_entropy, expected):
     torch.testing.assert_close(target, torch.tensor([expected, 2.0]))
 
 
-def test_critic_loss_by_hand(monkeypatch):
+def test_critic_loss_by_hand(monkeypatch, make_sac, constant_q):
     sac = make_sac(ent_coef=0.5)
     monkeypatch.setattr(sac, "q_target", constant_q([3.0, 5.0]))
     monkeypatch.setattr(sac, "q", constant_q([0.0, 1.0]))
@@ -83,7 +63,7 @@ def test_critic_loss_by_hand(monkeypatch):
     assert float(metrics["train/q_mean"]) == pytest.approx(0.5)
 
 
-def test_max_target_backup_takes_best_of_samples(monkeypatch):
+def test_max_target_backup_takes_best_of_samples(monkeypatch, make_sac):
     sac = make_sac(ent_coef=0.5, backup_entropy=False, max_target_backup=True, backup_samples=3)
     # the target critic scores an action by its value; samples -0.5, 0.25, 0.75 per state -> max 0.75
     monkeypatch.setattr(sac, "q_target", lambda f, a: a[:, 0].expand(2, -1))
@@ -97,7 +77,7 @@ def test_max_target_backup_takes_best_of_samples(monkeypatch):
     torch.testing.assert_close(target, torch.tensor([1 + 0.99 * 0.75, 2.0]))
 
 
-def test_critic_subset_takes_min_over_random_pairs():
+def test_critic_subset_takes_min_over_random_pairs(make_sac):
     q = torch.tensor([1.0, 2.0, 3.0, 4.0]).unsqueeze(1)
     assert float(make_sac(num_critics=4).target_min(q)) == 1.0
     sac = make_sac(num_critics=4, critic_subset=2)
@@ -106,7 +86,7 @@ def test_critic_subset_takes_min_over_random_pairs():
     assert seen == {1.0, 2.0, 3.0}  # the min of a random pair: never the largest member
 
 
-def test_actor_loss_by_hand_and_only_policy_gradients(monkeypatch):
+def test_actor_loss_by_hand_and_only_policy_gradients(monkeypatch, make_sac):
     sac = make_sac(ent_coef=0.5)
     obs = crafted_batch().obs
     actions, logp = sac.policy.rsample(obs)
@@ -127,7 +107,7 @@ def test_temperature_loss_gradient_direction():
 
 
 @pytest.mark.parametrize("target_entropy, rises", [(5.0, True), (-5.0, False)])
-def test_entropy_tuning_moves_alpha_towards_target(target_entropy, rises):
+def test_entropy_tuning_moves_alpha_towards_target(target_entropy, rises, make_sac, random_batch):
     # a 1-d squashed Gaussian's entropy is well below 5 and well above -5 at initialisation
     sac = make_sac(target_entropy=target_entropy, alpha_lr=1e-2)
     before = float(sac.alpha)
@@ -136,7 +116,7 @@ def test_entropy_tuning_moves_alpha_towards_target(target_entropy, rises):
     assert (float(sac.alpha) > before) == rises
 
 
-def test_ent_coef_settings():
+def test_ent_coef_settings(make_sac):
     assert parse_ent_coef("auto") == 1.0
     assert parse_ent_coef("auto_0.1") == pytest.approx(0.1)
     with pytest.raises(ValueError):
@@ -147,7 +127,7 @@ def test_ent_coef_settings():
     assert float(make_sac(ent_coef=0.0).alpha) == 0.0
 
 
-def test_update_changes_weights_and_reports_finite_metrics():
+def test_update_changes_weights_and_reports_finite_metrics(make_sac, random_batch):
     env = make_env("Pendulum-v1")
     sac = make_sac(env.observation_space, env.action_space)
     params = {
@@ -174,7 +154,7 @@ def test_update_changes_weights_and_reports_finite_metrics():
     assert {"train/critic_loss", "train/actor_loss", "train/alpha", "train/entropy"} <= set(metrics)
 
 
-def test_state_round_trip_includes_temperature():
+def test_state_round_trip_includes_temperature(make_sac, random_batch):
     sac = make_sac()
     sac.update(random_batch(OBS_SPACE, ACTION_SPACE))
     state = sac.state_dict()

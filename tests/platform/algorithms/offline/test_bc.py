@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import io
 import math
-from typing import Any, cast
+from typing import cast
 
 import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.algorithms.offline.bc import BC, BCConfig
+from omnigym.platform.algorithms.offline.bc import BC
 from omnigym.platform.types import TransitionBatch
-from omnigym.policies.distributions import GaussianHead
-from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
+from omnigym.policies.mlp import MLPPolicy
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-10.0, 10.0, (4,))})
 ACT_SPACE = spaces.Box(-1.0, 1.0, (2,))
@@ -21,11 +19,15 @@ HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 EXPERT = torch.tensor([[0.3, -0.2], [0.1, 0.25], [-0.2, 0.1], [0.15, 0.05]])  # action = state @ EXPERT
 
 
-def make_bc(action_head: str = "gaussian", **overrides: object) -> BC:
-    torch.manual_seed(0)
-    config = MLPPolicyConfig(hidden_sizes=(64, 64), activation="relu", action_head=action_head)  # type: ignore[arg-type]
-    policy = MLPPolicy(config, OBS_SPACE, ACT_SPACE)
-    return BC(BCConfig(**overrides), policy, OBS_SPACE, ACT_SPACE)  # type: ignore[arg-type]
+@pytest.fixture
+def make_bc(mlp_agent):
+    """``make_bc(action_head="gaussian", **overrides)``: BC with a (64, 64) ReLU MLP policy, seeded 0."""
+
+    def make(action_head: str = "gaussian", **overrides: object) -> BC:
+        policy = {"hidden_sizes": (64, 64), "activation": "relu", "action_head": action_head}
+        return mlp_agent(BC, OBS_SPACE, ACT_SPACE, seed=0, policy=policy, **overrides)
+
+    return make
 
 
 def expert_batch(n: int, generator: torch.Generator) -> TransitionBatch:
@@ -39,21 +41,9 @@ def expert_batch(n: int, generator: torch.Generator) -> TransitionBatch:
     )
 
 
-def saved(state: dict[str, Any]) -> dict[str, Any]:
-    """``state`` through ``torch.save`` / ``torch.load``, as a checkpoint would (sharing no tensors)."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    buffer.seek(0)
-    return torch.load(buffer)
-
-
-def test_gaussian_loss_is_negative_log_likelihood() -> None:
+def test_gaussian_loss_is_negative_log_likelihood(make_bc, set_standard_normal_policy) -> None:
     algo = make_bc()
-    with torch.no_grad():  # pi(.|s) = N(0, I)
-        head = cast(GaussianHead, cast(MLPPolicy, algo.policy).head)
-        head.mean.weight.zero_()
-        head.mean.bias.zero_()
-        head.log_std.zero_()
+    set_standard_normal_policy(algo.policy)  # pi(.|s) = N(0, I)
     batch = expert_batch(3, torch.Generator().manual_seed(0))
     batch.actions = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, -1.0]])
     loss, metrics = algo.compute_loss(batch)
@@ -62,7 +52,7 @@ def test_gaussian_loss_is_negative_log_likelihood() -> None:
     assert metrics["train/bc_loss"].item() == pytest.approx(expected, rel=1e-6)
 
 
-def test_deterministic_loss_is_squared_error() -> None:
+def test_deterministic_loss_is_squared_error(make_bc) -> None:
     algo = make_bc(action_head="deterministic")
     with torch.no_grad():  # action = tanh(0) = 0
         for p in cast(MLPPolicy, algo.policy).head.parameters():
@@ -73,7 +63,7 @@ def test_deterministic_loss_is_squared_error() -> None:
     assert loss.item() == pytest.approx((0.25 + 2.0) / 2, rel=1e-6)
 
 
-def test_learns_a_linear_expert() -> None:
+def test_learns_a_linear_expert(make_bc) -> None:
     algo = make_bc(actor_lr=1e-3)
     g = torch.Generator().manual_seed(0)
     test = expert_batch(512, g)
@@ -91,7 +81,7 @@ def test_learns_a_linear_expert() -> None:
     assert mse() < initial / 20, (initial, mse())
 
 
-def test_state_round_trips_the_optimiser() -> None:
+def test_state_round_trips_the_optimiser(make_bc, saved) -> None:
     algo = make_bc()
     g = torch.Generator().manual_seed(0)
     for _ in range(3):

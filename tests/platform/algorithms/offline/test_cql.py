@@ -1,6 +1,7 @@
 """CQL: the spec's logsumexp-gap sanity values, the critic loss by hand, the Lagrange update, an update."""
 
 import math
+from functools import partial
 
 import pytest
 import torch
@@ -9,32 +10,16 @@ from gymnasium import spaces
 from omnigym.platform.algorithms.offline.cql import CQL, CQLConfig, cql_logsumexp_gap
 from omnigym.platform.types import TransitionBatch
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-1.0, 1.0, (3,))})
 ACTION_SPACE = spaces.Box(-1.0, 1.0, (1,))
 LOG_HALF = math.log(0.5)
 
 
-def make_cql(obs_space=OBS_SPACE, action_space=ACTION_SPACE, **overrides) -> CQL:
-    policy = MLPPolicy(
-        MLPPolicyConfig(action_head="squashed_gaussian", hidden_sizes=(32, 32)), obs_space, action_space
-    )
-    config = CQLConfig(hidden_sizes=(32, 32), normalize_reward=False, **overrides)
-    return CQL(config, policy, obs_space, action_space)
-
-
-def random_batch(obs_space, action_space, batch_size: int = 64, seed: int = 0) -> TransitionBatch:
-    g = torch.Generator().manual_seed(seed)
-    low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
-    obs_dim = obs_space["state"].shape[0]
-    return TransitionBatch(
-        obs={"state": torch.randn(batch_size, obs_dim, generator=g)},
-        actions=low + (high - low) * torch.rand(batch_size, action_space.shape[0], generator=g),
-        rewards=torch.randn(batch_size, generator=g),
-        next_obs={"state": torch.randn(batch_size, obs_dim, generator=g)},
-        terminated=(torch.rand(batch_size, generator=g) < 0.1).float(),
-    )
+@pytest.fixture
+def make_cql(mlp_agent):
+    """``make_cql(obs_space, action_space, **overrides)``: CQL, (32, 32) networks, raw rewards."""
+    return partial(mlp_agent, CQL, hidden_sizes=(32, 32), normalize_reward=False)
 
 
 def sanity_gap(q_data: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,11 +51,11 @@ def test_logsumexp_gap_temperature_and_clip():
     assert float(gap) == pytest.approx(1.0)
 
 
-def test_critic_loss_by_hand(monkeypatch):
+def test_critic_loss_by_hand(monkeypatch, make_cql, constant_q):
     # Q = 0 everywhere and pi uniform: every critic's gap is the sanity value; targets are r (Q_targ = 0)
     cql = make_cql(cql_alpha=10.0)
     assert cql.log_density_uniform == pytest.approx(LOG_HALF)
-    zero_q = lambda features, actions: torch.zeros(2, features.shape[0])  # noqa: E731
+    zero_q = constant_q([0.0, 0.0])
     monkeypatch.setattr(cql, "q", zero_q)
     monkeypatch.setattr(cql, "q_target", zero_q)
 
@@ -93,7 +78,7 @@ def test_critic_loss_by_hand(monkeypatch):
     assert float(metrics["train/critic_loss"]) == pytest.approx(2 * mse)
 
 
-def test_regulariser_samples_are_scored_at_the_current_state(monkeypatch):
+def test_regulariser_samples_are_scored_at_the_current_state(monkeypatch, make_cql, random_batch):
     # Q(s, a) = s[0]: the regulariser sees only current states (s[0] = 0), the target only next ones
     cql = make_cql(cql_alpha=1.0, backup_entropy=False)
     seen = []
@@ -110,7 +95,7 @@ def test_regulariser_samples_are_scored_at_the_current_state(monkeypatch):
     assert torch.all(seen[0] == 0)
 
 
-def test_lagrange_loss_value_and_gradient():
+def test_lagrange_loss_value_and_gradient(make_cql):
     cql = make_cql(cql_lagrange=True, cql_alpha=10.0, cql_target_action_gap=1.0)
     loss = cql.lagrange_loss(torch.tensor([2.0, 4.0]))
     assert float(loss.detach()) == pytest.approx(-(10 * 1 + 10 * 3) / 2)  # alpha' = 1 at start
@@ -119,14 +104,14 @@ def test_lagrange_loss_value_and_gradient():
 
 
 @pytest.mark.parametrize("target_gap, rises", [(-100.0, True), (100.0, False)])
-def test_lagrange_multiplier_moves_with_gap(target_gap, rises):
+def test_lagrange_multiplier_moves_with_gap(target_gap, rises, make_cql, random_batch):
     cql = make_cql(cql_lagrange=True, cql_target_action_gap=target_gap)
     metrics = cql.update(random_batch(OBS_SPACE, ACTION_SPACE))
     assert (float(cql.alpha_prime.value().detach()) > 1.0) == rises
     assert "train/alpha_prime" in metrics and "log_alpha_prime" in cql.state_dict()["networks"]
 
 
-def test_update_changes_weights_and_reports_finite_metrics():
+def test_update_changes_weights_and_reports_finite_metrics(make_cql, random_batch):
     env = make_env("Pendulum-v1")
     cql = make_cql(env.observation_space, env.action_space, max_target_backup=True)
     before = [p.detach().clone() for p in [*cql.q.parameters(), *cql.policy.parameters()]]

@@ -10,7 +10,6 @@ from gymnasium import spaces
 from torch import Tensor
 
 from omnigym.platform.algorithms.offline.fql import FQL, FQLConfig, euler_solve, flow_matching_loss
-from omnigym.platform.types import TransitionBatch
 from omnigym.policies.flow.one_step import OneStepFlowPolicy, OneStepFlowPolicyConfig
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 
@@ -26,22 +25,10 @@ def make_fql(action_space: spaces.Box = ACT_SPACE, **overrides: object) -> FQL:
     return FQL(config, policy, OBS_SPACE, action_space)
 
 
-def make_batch(n: int = 4, seed: int = 0) -> TransitionBatch:
-    g = torch.Generator().manual_seed(seed)
-    return TransitionBatch(
-        obs={"state": torch.randn(n, 3, generator=g)},
-        actions=torch.rand(n, 2, generator=g) * 2 - 1,
-        rewards=torch.arange(1, n + 1, dtype=torch.float32),
-        next_obs={"state": torch.randn(n, 3, generator=g)},
-        terminated=(torch.arange(n) % 2).float(),  # [0, 1, 0, 1, ...]
-    )
-
-
-@torch.no_grad()
-def set_constant_q(q: torch.nn.Module, values: list[float]) -> None:
-    """Every member ``j`` of the ensemble outputs ``values[j]`` everywhere."""
-    q.out.weight.zero_()
-    q.out.bias.copy_(torch.tensor(values).view(-1, 1, 1))
+@pytest.fixture
+def make_batch(toy_batch):
+    """``make_batch(n=4, seed=0)``: rewards ``1, ..., n``, terminated ``[0, 1, 0, 1, ...]``."""
+    return lambda n=4, seed=0: toy_batch(n, seed)
 
 
 # --- pure functions -------------------------------------------------------------------------------
@@ -78,7 +65,7 @@ def test_flow_matching_loss_is_zero_for_the_true_velocity() -> None:
 
 # --- losses ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("q_agg", "next_value"), [("mean", 2.0), ("min", 1.0)])
-def test_critic_target_on_a_crafted_batch(q_agg: str, next_value: float) -> None:
+def test_critic_target_on_a_crafted_batch(q_agg: str, next_value: float, make_batch, set_constant_q) -> None:
     """y = r + gamma (1 - done) agg_j Q'_j; target members are 1 and 3, online members 0 and 4."""
     algo = make_fql(q_agg=q_agg, gamma=0.9)
     set_constant_q(algo.q_target, [1.0, 3.0])
@@ -91,7 +78,7 @@ def test_critic_target_on_a_crafted_batch(q_agg: str, next_value: float) -> None
     assert metrics["train/q_mean"].item() == pytest.approx(2.0)
 
 
-def test_critic_target_uses_transformed_rewards() -> None:
+def test_critic_target_uses_transformed_rewards(make_batch, set_constant_q) -> None:
     algo = make_fql(reward_scale=2.0, reward_bias=-1.0, gamma=0.5)
     set_constant_q(algo.q_target, [2.0, 2.0])
     set_constant_q(algo.q, [0.0, 0.0])
@@ -101,7 +88,9 @@ def test_critic_target_uses_transformed_rewards() -> None:
 
 
 @pytest.mark.parametrize("clip", [True, False])
-def test_distill_loss_is_zero_when_mu_is_the_solved_flow(clip: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_distill_loss_is_zero_when_mu_is_the_solved_flow(
+    clip: bool, monkeypatch: pytest.MonkeyPatch, make_batch
+) -> None:
     """Spec sanity: if mu(s, z) equals the Euler-solved flow action for every z, L_distill = 0."""
     algo = make_fql(clip_flow_target=clip, alpha=1e6)
     monkeypatch.setattr(algo.policy, "noise_to_action", lambda features, z: algo.flow_actions(features, z))
@@ -109,7 +98,7 @@ def test_distill_loss_is_zero_when_mu_is_the_solved_flow(clip: bool, monkeypatch
     assert metrics["train/distill_loss"].item() == 0.0
 
 
-def test_distill_loss_of_a_constant_flow(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_distill_loss_of_a_constant_flow(monkeypatch: pytest.MonkeyPatch, make_batch) -> None:
     """v = c everywhere solves z to z + c; a policy outputting z is c^2 away on every dimension."""
     algo = make_fql(WIDE_ACT_SPACE)
     monkeypatch.setattr(algo, "velocity", lambda features, x, t: torch.full_like(x, 0.5))
@@ -118,7 +107,7 @@ def test_distill_loss_of_a_constant_flow(monkeypatch: pytest.MonkeyPatch) -> Non
     assert metrics["train/distill_loss"].item() == pytest.approx(0.25, rel=1e-5)
 
 
-def test_flow_loss_is_zero_for_the_single_point_field(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_flow_loss_is_zero_for_the_single_point_field(monkeypatch: pytest.MonkeyPatch, make_batch) -> None:
     """With one action in the batch, v(x_t, t) = (a - x_t) / (1 - t) is exactly a - x_0 (noise at t = 0)."""
     algo = make_fql()
     batch = make_batch()
@@ -129,7 +118,9 @@ def test_flow_loss_is_zero_for_the_single_point_field(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize(("normalize", "q_loss"), [(False, -3.0), (True, -1.0)])
-def test_actor_loss_sums_its_terms_and_leaves_the_critic_alone(normalize: bool, q_loss: float) -> None:
+def test_actor_loss_sums_its_terms_and_leaves_the_critic_alone(
+    normalize: bool, q_loss: float, make_batch, set_constant_q
+) -> None:
     """L_actor = L_flow + alpha L_distill + L_q, L_q = -mean_j Q_j (/ mean |Q| when normalised);
     its gradient reaches policy and flow but not the critics."""
     algo = make_fql(alpha=7.0, normalize_q_loss=normalize)
@@ -145,7 +136,7 @@ def test_actor_loss_sums_its_terms_and_leaves_the_critic_alone(normalize: bool, 
     assert all(p.grad is not None for p in algo.policy.parameters())
 
 
-def test_q_term_gradient_is_minus_dq_da(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_q_term_gradient_is_minus_dq_da(monkeypatch: pytest.MonkeyPatch, make_batch) -> None:
     """With alpha = 0 and Q_j(s, a) = a[0], L_q = -mean a[0]: d/d(bias of mu's last layer) = [-1, 0]."""
     algo = make_fql(WIDE_ACT_SPACE, alpha=0.0)
     monkeypatch.setattr(algo.q, "forward", lambda features, actions: actions[:, 0].expand(2, -1))
@@ -183,7 +174,7 @@ def test_defaults_follow_the_reference() -> None:
     assert FQL.policy_defaults == {"type": "one_step_flow"}
 
 
-def test_update_changes_weights_and_returns_finite_metrics() -> None:
+def test_update_changes_weights_and_returns_finite_metrics(make_batch) -> None:
     algo = make_fql()
     nets = {"policy": algo.policy, "flow": algo.flow, "q": algo.q, "q_target": algo.q_target}
     before = {name: [p.detach().clone() for p in net.parameters()] for name, net in nets.items()}

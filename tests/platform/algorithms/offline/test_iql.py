@@ -2,51 +2,27 @@
 
 from __future__ import annotations
 
-import io
 import math
-from typing import Any, cast
+from functools import partial
+from typing import cast
 
 import pytest
 import torch
 from gymnasium import spaces
-from torch import Tensor, nn
+from torch import nn
 
-from omnigym.platform.algorithms.critics import EnsembleLinear, QEnsemble
-from omnigym.platform.algorithms.offline.iql import IQL, IQLConfig, awr_weights, cosine_lr, expectile_loss
-from omnigym.platform.types import TransitionBatch
-from omnigym.policies.base import Policy
-from omnigym.policies.distributions import GaussianHead
-from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
+from omnigym.platform.algorithms.offline.iql import IQL, awr_weights, cosine_lr, expectile_loss
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-10.0, 10.0, (3,))})
 ACT_SPACE = spaces.Box(-1.0, 1.0, (2,))
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def make_iql(**overrides: object) -> IQL:
-    torch.manual_seed(0)
-    policy = MLPPolicy(MLPPolicyConfig(hidden_sizes=(16, 16), action_head="gaussian"), OBS_SPACE, ACT_SPACE)
-    config = IQLConfig(hidden_sizes=(16, 16), **overrides)  # type: ignore[arg-type]
-    return IQL(config, policy, OBS_SPACE, ACT_SPACE)
-
-
-def make_batch(n: int = 2, seed: int = 0) -> TransitionBatch:
-    g = torch.Generator().manual_seed(seed)
-    return TransitionBatch(
-        obs={"state": torch.randn(n, 3, generator=g)},
-        actions=torch.rand(n, 2, generator=g) * 2 - 1,
-        rewards=torch.arange(1, n + 1, dtype=torch.float32),
-        next_obs={"state": torch.randn(n, 3, generator=g)},
-        terminated=(torch.arange(n) % 2).float(),  # [0, 1, 0, 1, ...]
-    )
-
-
-@torch.no_grad()
-def set_constant_q(q: nn.Module, values: list[float]) -> None:
-    """Every member ``j`` of the ensemble outputs ``values[j]`` everywhere."""
-    out = cast(QEnsemble, q).out
-    out.weight.zero_()
-    out.bias.copy_(torch.tensor(values).view(-1, 1, 1))
+@pytest.fixture
+def make_iql(mlp_agent):
+    """``make_iql(**overrides)``: IQL with (16, 16) networks and a Gaussian policy, seeded 0."""
+    policy = {"action_head": "gaussian", "hidden_sizes": (16, 16)}
+    return partial(mlp_agent, IQL, OBS_SPACE, ACT_SPACE, seed=0, policy=policy, hidden_sizes=(16, 16))
 
 
 @torch.no_grad()
@@ -56,29 +32,7 @@ def set_constant_v(algo: IQL, value: float) -> None:
     last.bias.fill_(value)
 
 
-@torch.no_grad()
-def set_standard_normal_policy(policy: Policy) -> None:
-    """pi(.|s) = N(0, I) for every s."""
-    head = cast(GaussianHead, policy.head)
-    head.mean.weight.zero_()
-    head.mean.bias.zero_()
-    head.log_std.zero_()
-
-
 # --- pure functions: the spec's sanity values ------------------------------------------------------
-
-
-def first_weight(q: nn.Module) -> Tensor:
-    """The first layer's weights of an ensemble."""
-    return cast(EnsembleLinear, cast(QEnsemble, q).layers[0]).weight
-
-
-def saved(state: dict[str, Any]) -> dict[str, Any]:
-    """``state`` through ``torch.save`` / ``torch.load``, as a checkpoint would (sharing no tensors)."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    buffer.seek(0)
-    return torch.load(buffer)
 
 
 def test_expectile_loss_sanity() -> None:
@@ -124,10 +78,10 @@ def test_cosine_lr() -> None:
 
 
 # --- losses on hand-made batches --------------------------------------------------------------------
-def test_q_target_bootstraps_only_non_terminal() -> None:
+def test_q_target_bootstraps_only_non_terminal(make_iql, toy_batch, set_constant_q) -> None:
     algo = make_iql(gamma=0.99)
     set_constant_v(algo, 5.0)
-    batch = make_batch()  # rewards [1, 2], terminated [0, 1]
+    batch = toy_batch()  # rewards [1, 2], terminated [0, 1]
     _, next_v = algo._inputs(batch)
     assert next_v.tolist() == pytest.approx([5.0, 5.0])
     target = algo.q_target_value(batch.rewards, batch.terminated, next_v)
@@ -140,18 +94,18 @@ def test_q_target_bootstraps_only_non_terminal() -> None:
     assert metrics["train/q_mean"].item() == pytest.approx(0.5)
 
 
-def test_reward_transform_enters_the_target() -> None:
+def test_reward_transform_enters_the_target(make_iql) -> None:
     algo = make_iql(reward_scale=10.0, reward_bias=-1.0)
     target = algo.q_target_value(torch.tensor([1.0]), torch.tensor([1.0]), torch.tensor([3.0]))
     assert target.item() == pytest.approx(9.0)
 
 
-def test_value_loss_uses_min_of_target_critics() -> None:
+def test_value_loss_uses_min_of_target_critics(make_iql, toy_batch, set_constant_q) -> None:
     algo = make_iql(expectile=0.7)
     set_constant_q(algo.q_target, [3.0, 4.0])
     set_constant_q(algo.q, [50.0, 60.0])  # the online critics play no part
     set_constant_v(algo, 1.0)
-    batch = make_batch()
+    batch = toy_batch()
     loss, adv, _ = algo.value_loss(algo.critic_input(batch.obs), batch.actions)
     assert adv.tolist() == pytest.approx([2.0, 2.0])  # min(3, 4) - 1
     assert loss.item() == pytest.approx(0.7 * 4.0)
@@ -160,10 +114,10 @@ def test_value_loss_uses_min_of_target_critics() -> None:
     assert loss.item() == pytest.approx(0.3 * 4.0)
 
 
-def test_actor_loss_is_weighted_log_likelihood() -> None:
+def test_actor_loss_is_weighted_log_likelihood(make_iql, toy_batch, set_standard_normal_policy) -> None:
     algo = make_iql(beta=3.0)
     set_standard_normal_policy(algo.policy)
-    batch = make_batch()
+    batch = toy_batch()
     batch.actions = torch.zeros(2, 2)  # log N(0; 0, I) = -2 * log sqrt(2 pi)
     loss, metrics = algo.actor_loss(batch, torch.tensor([0.5, 2.0]))
     logprob = -2 * HALF_LOG_2PI
@@ -172,11 +126,10 @@ def test_actor_loss_is_weighted_log_likelihood() -> None:
 
 
 # --- update -----------------------------------------------------------------------------------------
-def test_update_follows_corl_order_and_changes_weights() -> None:
+def test_update_follows_corl_order_and_changes_weights(make_iql, toy_batch, weights, assert_stepped) -> None:
     algo = make_iql(total_updates=10)
-    batch = make_batch(n=32)
-    before = {name: [p.detach().clone() for p in net.parameters()] for name, net in algo.networks.items()}
-    before["policy"] = [p.detach().clone() for p in algo.policy.parameters()]
+    batch = toy_batch(n=32)
+    before = weights(algo)
     # every loss of the step is computed with the pre-step networks, V(s') included (CORL's order)
     _, expected = algo.compute_loss(batch)
     metrics = algo.update(batch)
@@ -186,36 +139,17 @@ def test_update_follows_corl_order_and_changes_weights() -> None:
     assert all(isinstance(v, float) for v in metrics.values())
     assert metrics["train/actor_lr"] == pytest.approx(3e-4)  # update 0: the initial lr
     assert algo.updates == 1
-    after = {name: list(net.parameters()) for name, net in {**algo.networks, "policy": algo.policy}.items()}
-    for name, params in after.items():
-        assert any(not torch.equal(a, b) for a, b in zip(before[name], params, strict=True)), (
-            f"{name} did not change"
-        )
-    # the target moved by tau towards the stepped critic
-    target_old = before["q_target"][0]
-    expected_target = target_old + 0.005 * (first_weight(algo.q).detach() - target_old)
-    assert torch.allclose(first_weight(algo.q_target), expected_target, atol=1e-6)
+    # every network changed; the target moved by tau = 0.005 towards the stepped critic
+    assert_stepped(algo, before)
 
 
-def test_actor_lr_decays_with_updates() -> None:
+def test_actor_lr_decays_with_updates(make_iql, toy_batch) -> None:
     algo = make_iql(total_updates=4)
-    batch = make_batch(n=8)
+    batch = toy_batch(n=8)
     lrs = [algo.update(batch)["train/actor_lr"] for _ in range(5)]
     assert lrs == pytest.approx([3e-4 * 0.5 * (1 + math.cos(math.pi * min(t, 4) / 4)) for t in range(5)])
     assert algo.optimizers["actor"].param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_state_round_trips() -> None:
-    algo = make_iql()
-    batch = make_batch(n=8)
-    for _ in range(3):
-        algo.update(batch)
-    clone = make_iql()
-    clone.policy.load_state_dict(algo.policy.state_dict())
-    clone.load_state_dict(saved(algo.state_dict()))
-    assert clone.updates == 3
-    torch.manual_seed(1)
-    a = algo.update(batch)
-    torch.manual_seed(1)
-    b = clone.update(batch)
-    assert a == b
+def test_state_round_trips(make_iql, toy_batch, assert_state_round_trips) -> None:
+    assert_state_round_trips(make_iql, toy_batch(n=8))

@@ -1,48 +1,30 @@
 """WSRL: its defaults, warm-starting from a CQL agent (and the shape-mismatch error), an update."""
 
 import math
+from functools import partial
 
 import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.algorithms.offline.cql import CQL, CQLConfig
+from omnigym.platform.algorithms.offline.cql import CQL
 from omnigym.platform.algorithms.offline.wsrl import WSRL, WSRLConfig
-from omnigym.platform.types import TransitionBatch
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-1.0, 1.0, (3,))})
 ACTION_SPACE = spaces.Box(-1.0, 1.0, (1,))
 
 
-def make_policy(obs_space=OBS_SPACE, action_space=ACTION_SPACE) -> MLPPolicy:
-    return MLPPolicy(
-        MLPPolicyConfig(action_head="squashed_gaussian", hidden_sizes=(32, 32)), obs_space, action_space
-    )
+@pytest.fixture
+def make_wsrl(mlp_agent):
+    """``make_wsrl(obs_space, action_space, **overrides)``: WSRL with (32, 32) critics and policy."""
+    return partial(mlp_agent, WSRL, hidden_sizes=(32, 32))
 
 
-def make_wsrl(obs_space=OBS_SPACE, action_space=ACTION_SPACE, **overrides) -> WSRL:
-    config = WSRLConfig(hidden_sizes=(32, 32), **overrides)
-    return WSRL(config, make_policy(obs_space, action_space), obs_space, action_space)
-
-
-def make_cql(**overrides) -> CQL:
-    config = CQLConfig(hidden_sizes=(32, 32), normalize_reward=False, **overrides)
-    return CQL(config, make_policy(), OBS_SPACE, ACTION_SPACE)
-
-
-def random_batch(obs_space, action_space, batch_size: int = 64, seed: int = 0) -> TransitionBatch:
-    g = torch.Generator().manual_seed(seed)
-    low, high = torch.as_tensor(action_space.low), torch.as_tensor(action_space.high)
-    obs_dim = obs_space["state"].shape[0]
-    return TransitionBatch(
-        obs={"state": torch.randn(batch_size, obs_dim, generator=g)},
-        actions=low + (high - low) * torch.rand(batch_size, action_space.shape[0], generator=g),
-        rewards=torch.randn(batch_size, generator=g),
-        next_obs={"state": torch.randn(batch_size, obs_dim, generator=g)},
-        terminated=(torch.rand(batch_size, generator=g) < 0.1).float(),
-    )
+@pytest.fixture
+def make_cql(mlp_agent):
+    """``make_cql(**overrides)``: the CQL agent WSRL warm-starts from, raw rewards."""
+    return partial(mlp_agent, CQL, hidden_sizes=(32, 32), normalize_reward=False)
 
 
 def test_defaults_follow_wsrl():
@@ -55,7 +37,7 @@ def test_defaults_follow_wsrl():
         WSRLConfig(offline_data_ratio=1.5)
 
 
-def test_load_pretrained_round_trip():
+def test_load_pretrained_round_trip(make_wsrl, make_cql, random_batch):
     cql = make_cql(num_critics=10, layer_norm=True)
     cql.update(random_batch(OBS_SPACE, ACTION_SPACE))
     cql.reward_scale = 0.25
@@ -71,7 +53,7 @@ def test_load_pretrained_round_trip():
     assert wsrl.updates == 0  # a fresh online agent: counters and optimisers are not taken
 
 
-def test_load_pretrained_without_target_copies_critics():
+def test_load_pretrained_without_target_copies_critics(make_wsrl, make_cql):
     cql = make_cql(num_critics=10, layer_norm=True)
     state = cql.state_dict()
     del state["networks"]["q_target"], state["networks"]["log_alpha"]
@@ -82,7 +64,7 @@ def test_load_pretrained_without_target_copies_critics():
     )
 
 
-def test_load_pretrained_shape_mismatch_names_the_parameters():
+def test_load_pretrained_shape_mismatch_names_the_parameters(make_wsrl, make_cql):
     with pytest.raises(ValueError, match=r"q\.layers\.0\.weight: \(2, 4, 32\) vs \(10, 4, 32\)"):
         make_wsrl().load_pretrained(make_cql(layer_norm=True).state_dict())  # twin critics, not 10
     with pytest.raises(ValueError, match=r"q\.norms\.0: missing"):
@@ -91,7 +73,7 @@ def test_load_pretrained_shape_mismatch_names_the_parameters():
         make_wsrl().load_pretrained({"networks": {}})
 
 
-def test_updates_train_critics_every_step_and_the_actor_every_fourth():
+def test_updates_train_critics_every_step_and_the_actor_every_fourth(make_wsrl, random_batch):
     env = make_env("Pendulum-v1")
     wsrl = make_wsrl(env.observation_space, env.action_space)
     q_before = [p.detach().clone() for p in wsrl.q.parameters()]
