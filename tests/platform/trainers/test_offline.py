@@ -118,3 +118,9 @@ def test_warm_start_then_wsrl_warmup_keeps_weights_and_offline_data_out(
         torch.testing.assert_close(value, loaded[name], rtol=0, atol=0, msg=name)
     for a, b in zip(q_before, online.algorithm.networks["q"].parameters(), strict=True):
         assert torch.equal(a, b)
+
+
+def test_sac_learns_pendulum(tmp_path: Path) -> None:
+    result = run("sac_pendulum", tmp_path, "eval.every_steps=0").train()
+    assert result.total_steps == 4000
+    assert result.final_eval["return_mean"] >= -400, result.final_eval  # random: about -1,500
