@@ -23,16 +23,28 @@ class GaussianHead(nn.Module):
         in_dim: input feature width.
         action_dim: number of action dimensions.
         log_std_init: initial log standard deviation.
+        log_std_bounds: the range the log standard deviation is clamped to (IQL's actor); None:
+            unclamped.
     """
 
-    def __init__(self, in_dim: int, action_dim: int, log_std_init: float = 0.0) -> None:
+    def __init__(
+        self,
+        in_dim: int,
+        action_dim: int,
+        log_std_init: float = 0.0,
+        log_std_bounds: tuple[float, float] | None = None,
+    ) -> None:
         super().__init__()
         self.mean = nn.Linear(in_dim, action_dim)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(log_std_init)))
+        self.log_std_bounds = (
+            None if log_std_bounds is None else (float(log_std_bounds[0]), float(log_std_bounds[1]))
+        )
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Mean ``[B, A]`` and log-std ``[A]``."""
-        return F.linear(x, self.mean.weight, self.mean.bias), self.log_std
+        log_std = self.log_std if self.log_std_bounds is None else self.log_std.clamp(*self.log_std_bounds)
+        return F.linear(x, self.mean.weight, self.mean.bias), log_std
 
     @staticmethod
     def sample(params: tuple[Tensor, Tensor], deterministic: bool = False) -> Tensor:
@@ -229,7 +241,7 @@ def make_action_head(
     log_std_init: float = 0.0,
     kind: str = "gaussian",
     *,
-    log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+    log_std_bounds: tuple[float, float] | None = None,
     exploration_std: float = 0.1,
 ) -> ActionHead:
     """The head for a Box (``kind`` of Gaussian) or Discrete (categorical) action space.
@@ -242,13 +254,13 @@ def make_action_head(
         raise ValueError(f"action head must be one of {HEAD_KINDS}, got {kind!r}")
     if isinstance(action_space, spaces.Box):
         if kind == "gaussian":
-            return GaussianHead(in_dim, int(math.prod(action_space.shape)), log_std_init)
+            return GaussianHead(in_dim, int(math.prod(action_space.shape)), log_std_init, log_std_bounds)
         low = torch.as_tensor(action_space.low, dtype=torch.float32).reshape(-1)
         high = torch.as_tensor(action_space.high, dtype=torch.float32).reshape(-1)
         if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
             raise ValueError(f"a {kind} head needs finite action bounds, got {action_space}")
         if kind == "squashed_gaussian":
-            return SquashedGaussianHead(in_dim, low, high, log_std_bounds)
+            return SquashedGaussianHead(in_dim, low, high, log_std_bounds or (-20.0, 2.0))
         return DeterministicHead(in_dim, low, high, exploration_std)
     if isinstance(action_space, spaces.Discrete):
         if kind != "gaussian":

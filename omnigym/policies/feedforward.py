@@ -45,7 +45,7 @@ class FeedForwardPolicy(Policy):
         ortho_init: bool,
         *,
         head: str = "gaussian",
-        log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+        log_std_bounds: tuple[float, float] | None = None,
         exploration_std: float = 0.1,
     ) -> None:
         """Create the trunk over ``feature_dim`` inputs and the head for the action space.

@@ -36,8 +36,9 @@ class MLPPolicyConfig(PolicyConfig):
     action_head: Literal["gaussian", "squashed_gaussian", "deterministic"] = "gaussian"
     """Box actions: ``gaussian`` (state-independent std; PPO, IQL), ``squashed_gaussian``
     (tanh-squashed, state-dependent std; SAC, CQL, AWAC) or ``deterministic`` (tanh; TD3+BC)."""
-    log_std_bounds: tuple[float, float] = (-20.0, 2.0)
-    """Clamp of a squashed Gaussian's log standard deviation."""
+    log_std_bounds: tuple[float, float] | None = None
+    """Clamp of the log standard deviation (IQL's actor: [-20, 2]); None: unclamped for the plain
+    Gaussian, [-20, 2] for the squashed one (SAC's)."""
     exploration_std: float = 0.1
     """A deterministic head's exploration noise when acting stochastically (fraction of the range)."""
     ortho_init: bool = True
