@@ -1,10 +1,11 @@
-"""Offline-to-online: fine-tuning an offline IQL policy online vs SAC from scratch, on hopper-medium.
+"""Offline-to-online: fine-tuning an offline policy online vs SAC from scratch, on hopper-medium.
 
-1. Offline: IQL (``configs/experiment/iql_hopper_medium.yaml``) learns from the locally generated
-   ``hopper-medium`` dataset (``omnigym datasets make hopper-medium``) for ``OFFLINE_UPDATES``.
-2. Online fine-tuning (``iql_hopper_finetune.yaml``): the same IQL agent (policy, critics, value
-   network, reward scale: ``init_from``) keeps learning on Hopper-v5, each batch half offline data
-   and half its own online transitions, one update per env step.
+1. Offline: TD3+BC (``configs/experiment/td3bc_hopper_medium.yaml``; ``--algo iql`` for IQL)
+   learns from the locally generated ``hopper-medium`` dataset (``omnigym datasets make
+   hopper-medium``).
+2. Online fine-tuning (``td3bc_hopper_finetune.yaml`` / ``iql_hopper_finetune.yaml``): the same
+   agent (policy, critics, targets, reward scale: ``init_from``) keeps learning on Hopper-v5, each
+   batch half offline data and half its own online transitions, one update per env step.
 3. From scratch (``sac_hopper.yaml``): SAC with the same env-step budget.
 
 Both online runs are evaluated every ``EVAL_EVERY`` env steps (deterministic, D4RL normalised
@@ -15,8 +16,9 @@ initial collapse? So the report gives the offline start, the worst and mean scor
 Last line: one JSON object; ``ratio`` = the fine-tuned run's final score / SAC from scratch's
 final score at the same env steps (> 1: the offline start helped), with the curves.
 
-Usage: ``omnigym bench offline_to_online [--quick]`` (full: 20k offline updates, 30k online env
-steps, seeds 1-2; quick: the quick hopper-medium dataset, 1k updates, 3k env steps, seed 1).
+Usage: ``omnigym bench offline_to_online [--quick] [--algo td3bc|iql]`` (full: 10k offline
+updates, 30k online env steps, 10 evaluation episodes every 3k, seeds 1-2; quick: the quick
+hopper-medium dataset, 1k updates, 3k env steps, 5 episodes, seed 1).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ def early(curve: list[dict[str, Any]], total: int) -> dict[str, float]:
 
 
 def main() -> None:
-    """Offline IQL, then online fine-tuning vs SAC from scratch; the last line is JSON."""
+    """Offline training, then online fine-tuning vs SAC from scratch; the last line is JSON."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -62,6 +64,7 @@ def main() -> None:
         "--quick", action="store_true", help="quick dataset, 1k updates, 3k env steps, 1 seed"
     )
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 1 2; quick: 1)")
+    parser.add_argument("--algo", choices=["td3bc", "iql"], default="td3bc", help="offline algorithm (td3bc)")
     args = parser.parse_args()
     import torch
 
@@ -69,8 +72,9 @@ def main() -> None:
 
     torch.set_num_threads(1)
     offline_updates, online_steps, eval_every = (
-        (1_000, 3_000, 1_000) if args.quick else (20_000, 30_000, 3_000)
+        (1_000, 3_000, 1_000) if args.quick else (10_000, 30_000, 3_000)
     )
+    episodes = 5 if args.quick else 10
     seeds = args.seeds or ([1] if args.quick else [1, 2])
     dataset = ensure_dataset("hopper-medium", quick=args.quick)
     start = time.perf_counter()
@@ -79,15 +83,16 @@ def main() -> None:
         for seed in seeds:
             root = Path(tmp) / f"seed_{seed}"
             common = [f"seed={seed}", f"dataset={dataset}", "log.progress=false", "checkpoint.every_steps=0"]
-            common += [f"eval.every_steps={eval_every}", "eval.episodes=5"]
-            budget = [f"total_steps={offline_updates}", f"algo.total_updates={offline_updates}"]
-            offline = run("iql_hopper_medium", root / "offline", [*common, *budget])
+            common += [f"eval.every_steps={eval_every}", f"eval.episodes={episodes}"]
+            budget = [f"total_steps={offline_updates}"]
+            budget += [f"algo.total_updates={offline_updates}"] if args.algo == "iql" else []
+            offline = run(f"{args.algo}_hopper_medium", root / "offline", [*common, *budget])
             online = [
                 f"init_from={root / 'offline'}",
                 f"total_steps={online_steps}",
                 f"algo.total_updates={online_steps}",
             ]
-            tuned = run("iql_hopper_finetune", root / "finetune", [*common, *online])
+            tuned = run(f"{args.algo}_hopper_finetune", root / "finetune", [*common, *online])
             scratch = run("sac_hopper", root / "scratch", [*common, f"total_steps={online_steps}"])
             results[str(seed)] = {
                 "offline_final": offline[-1]["score"], "finetune": early(tuned, online_steps),
@@ -95,7 +100,7 @@ def main() -> None:
             }  # fmt: skip
             r = results[str(seed)]
             print(
-                f"seed {seed}: offline IQL {r['offline_final']:.1f} -> fine-tuned: first 10% min "
+                f"seed {seed}: offline {args.algo} {r['offline_final']:.1f} -> fine-tuned: first 10% min "
                 f"{r['finetune']['first10_min']:.1f}, final {r['finetune']['final']:.1f}; SAC from scratch: "
                 f"first 10% min {r['scratch']['first10_min']:.1f}, final {r['scratch']['final']:.1f}",
                 flush=True,
@@ -111,7 +116,8 @@ def main() -> None:
         "bench": "offline_to_online",
         "ratio": mean["finetune"] / mean["scratch"] if mean["scratch"] else float("inf"),
         "offline_score": offline_mean, "finetune_final": mean["finetune"], "scratch_final": mean["scratch"],
-        "early_dip": collapse, "seeds": seeds, "dataset": dataset, "offline_updates": offline_updates,
+        "early_dip": collapse, "algo": args.algo, "seeds": seeds, "dataset": dataset,
+        "offline_updates": offline_updates,
         "online_steps": online_steps, "eval_every": eval_every, "runs": results,
         "seconds": round(time.perf_counter() - start, 1), "quick": args.quick,
     }))  # fmt: skip
