@@ -87,11 +87,8 @@ def main() -> None:
             budget = [f"total_steps={offline_updates}"]
             budget += [f"algo.total_updates={offline_updates}"] if args.algo == "iql" else []
             offline = run(f"{args.algo}_hopper_medium", root / "offline", [*common, *budget])
-            online = [
-                f"init_from={root / 'offline'}",
-                f"total_steps={online_steps}",
-                f"algo.total_updates={online_steps}",
-            ]
+            online = [f"init_from={root / 'offline'}", f"total_steps={online_steps}"]
+            online += [f"algo.total_updates={online_steps}"] if args.algo == "iql" else []
             tuned = run(f"{args.algo}_hopper_finetune", root / "finetune", [*common, *online])
             scratch = run("sac_hopper", root / "scratch", [*common, f"total_steps={online_steps}"])
             results[str(seed)] = {
