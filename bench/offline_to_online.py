@@ -17,7 +17,7 @@ Last line: one JSON object; ``ratio`` = the fine-tuned run's final score / SAC f
 final score at the same env steps (> 1: the offline start helped), with the curves.
 
 Usage: ``omnigym bench offline_to_online [--quick] [--algo td3bc|iql]`` (full: 10k offline
-updates, 30k online env steps, 10 evaluation episodes every 3k, seeds 1-2; quick: the quick
+updates, 20k online env steps, 10 evaluation episodes every 2k, seeds 1-2; quick: the quick
 hopper-medium dataset, 1k updates, 3k env steps, 5 episodes, seed 1).
 """
 
@@ -72,7 +72,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     offline_updates, online_steps, eval_every = (
-        (1_000, 3_000, 1_000) if args.quick else (10_000, 30_000, 3_000)
+        (1_000, 3_000, 1_000) if args.quick else (10_000, 20_000, 2_000)
     )
     episodes = 5 if args.quick else 10
     seeds = args.seeds or ([1] if args.quick else [1, 2])

@@ -25,7 +25,12 @@ class GaussianHead(nn.Module):
         log_std_init: initial log standard deviation.
         log_std_bounds: the range the log standard deviation is clamped to (IQL's actor); None:
             unclamped.
+        mean_bounds: ``(low, high)``: the mean is ``tanh``-squashed into them (IQL's actor in
+            CORL and d3rlpy); the samples around it are not. None: an unbounded linear mean.
     """
+
+    mean_scale: Tensor | None
+    mean_offset: Tensor | None
 
     def __init__(
         self,
@@ -33,6 +38,7 @@ class GaussianHead(nn.Module):
         action_dim: int,
         log_std_init: float = 0.0,
         log_std_bounds: tuple[float, float] | None = None,
+        mean_bounds: tuple[Tensor, Tensor] | None = None,
     ) -> None:
         super().__init__()
         self.mean = nn.Linear(in_dim, action_dim)
@@ -40,11 +46,20 @@ class GaussianHead(nn.Module):
         self.log_std_bounds = (
             None if log_std_bounds is None else (float(log_std_bounds[0]), float(log_std_bounds[1]))
         )
+        scale = offset = None
+        if mean_bounds is not None:
+            low, high = mean_bounds
+            scale, offset = (high - low).float() / 2, (high + low).float() / 2
+        self.register_buffer("mean_scale", scale)
+        self.register_buffer("mean_offset", offset)
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Mean ``[B, A]`` and log-std ``[A]``."""
         log_std = self.log_std if self.log_std_bounds is None else self.log_std.clamp(*self.log_std_bounds)
-        return F.linear(x, self.mean.weight, self.mean.bias), log_std
+        mean = F.linear(x, self.mean.weight, self.mean.bias)
+        if self.mean_scale is not None and self.mean_offset is not None:
+            mean = self.mean_offset + self.mean_scale * torch.tanh(mean)
+        return mean, log_std
 
     @staticmethod
     def sample(params: tuple[Tensor, Tensor], deterministic: bool = False) -> Tensor:
@@ -243,6 +258,7 @@ def make_action_head(
     *,
     log_std_bounds: tuple[float, float] | None = None,
     exploration_std: float = 0.1,
+    bounded_mean: bool = False,
 ) -> ActionHead:
     """The head for a Box (``kind`` of Gaussian) or Discrete (categorical) action space.
 
@@ -253,12 +269,16 @@ def make_action_head(
     if kind not in HEAD_KINDS:
         raise ValueError(f"action head must be one of {HEAD_KINDS}, got {kind!r}")
     if isinstance(action_space, spaces.Box):
-        if kind == "gaussian":
-            return GaussianHead(in_dim, int(math.prod(action_space.shape)), log_std_init, log_std_bounds)
         low = torch.as_tensor(action_space.low, dtype=torch.float32).reshape(-1)
         high = torch.as_tensor(action_space.high, dtype=torch.float32).reshape(-1)
-        if not (torch.isfinite(low).all() and torch.isfinite(high).all()):
+        bounded = kind != "gaussian" or bounded_mean
+        if bounded and not (torch.isfinite(low).all() and torch.isfinite(high).all()):
             raise ValueError(f"a {kind} head needs finite action bounds, got {action_space}")
+        if kind == "gaussian":
+            bounds = (low, high) if bounded_mean else None
+            return GaussianHead(
+                in_dim, int(math.prod(action_space.shape)), log_std_init, log_std_bounds, bounds
+            )
         if kind == "squashed_gaussian":
             return SquashedGaussianHead(in_dim, low, high, log_std_bounds or (-20.0, 2.0))
         return DeterministicHead(in_dim, low, high, exploration_std)

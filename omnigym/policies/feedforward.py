@@ -47,6 +47,7 @@ class FeedForwardPolicy(Policy):
         head: str = "gaussian",
         log_std_bounds: tuple[float, float] | None = None,
         exploration_std: float = 0.1,
+        bounded_mean: bool = False,
     ) -> None:
         """Create the trunk over ``feature_dim`` inputs and the head for the action space.
 
@@ -61,6 +62,7 @@ class FeedForwardPolicy(Policy):
             head,
             log_std_bounds=log_std_bounds,
             exploration_std=exploration_std,
+            bounded_mean=bounded_mean,
         )
         gaussian = not isinstance(self.head, CategoricalHead)
         capabilities = set(type(self).capabilities)

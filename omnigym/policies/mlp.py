@@ -39,6 +39,9 @@ class MLPPolicyConfig(PolicyConfig):
     log_std_bounds: tuple[float, float] | None = None
     """Clamp of the log standard deviation (IQL's actor: [-20, 2]); None: unclamped for the plain
     Gaussian, [-20, 2] for the squashed one (SAC's)."""
+    bounded_mean: bool = False
+    """Gaussian head: squash the mean into the Box bounds with tanh (IQL's actor in CORL and d3rlpy);
+    samples around it stay Gaussian."""
     exploration_std: float = 0.1
     """A deterministic head's exploration noise when acting stochastically (fraction of the range)."""
     ortho_init: bool = True
@@ -70,6 +73,7 @@ class MLPPolicy(FeedForwardPolicy):
             head=config.action_head,
             log_std_bounds=config.log_std_bounds,
             exploration_std=config.exploration_std,
+            bounded_mean=config.bounded_mean,
         )
 
     @staticmethod

@@ -74,3 +74,15 @@ def test_bounded_heads_need_finite_bounds_and_box_actions() -> None:
         MLPPolicy(MLPPolicyConfig(action_head="squashed_gaussian"), OBS, unbounded)
     with pytest.raises(ValueError, match="needs Box actions"):
         MLPPolicy(MLPPolicyConfig(action_head="deterministic"), OBS, spaces.Discrete(3))
+
+
+def test_bounded_gaussian_mean_stays_inside_the_box_and_samples_do_not() -> None:
+    p = policy("gaussian", bounded_mean=True, log_std_init=1.0)
+    far = {"state": torch.full((256, 3), 100.0)}
+    mean, log_std = p.distribution(far)
+    assert ((mean >= torch.as_tensor(ACT.low)) & (mean <= torch.as_tensor(ACT.high))).all()
+    samples = p.rsample(far)[0]
+    assert ((samples < torch.as_tensor(ACT.low)) | (samples > torch.as_tensor(ACT.high))).any()
+    torch.testing.assert_close(
+        p.evaluate(far, samples).logprob.squeeze(-1), p.head.log_prob((mean, log_std), samples)
+    )

@@ -73,7 +73,11 @@ class IQL(OffPolicyAlgorithm):
     """IQL over a Gaussian policy (``action_head: gaussian``), twin critics and a value network."""
 
     name: ClassVar[str] = "iql"
-    policy_defaults: ClassVar[dict[str, Any]] = {"type": "mlp", "action_head": "gaussian"}
+    policy_defaults: ClassVar[dict[str, Any]] = {
+        "type": "mlp",
+        "action_head": "gaussian",
+        "bounded_mean": True,
+    }
     requires: ClassVar[tuple[str, ...]] = ("act", "features", "evaluate", "trainable")
     config_class: ClassVar[type[IQLConfig]] = IQLConfig
     config: IQLConfig
