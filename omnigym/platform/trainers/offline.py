@@ -25,14 +25,13 @@ from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm
 from omnigym.platform.buffers import ReplayBuffer
 from omnigym.platform.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from omnigym.platform.config import config_to_dict
-from omnigym.platform.evaluate import evaluate_policy
 from omnigym.platform.experiment import ExperimentConfig
 from omnigym.platform.loggers import RunLogger
 from omnigym.platform.registry import ALGORITHMS, POLICIES
 from omnigym.platform.runtime import setup_runtime
 from omnigym.platform.scores import normalized_score, reference_task
 from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
-from omnigym.platform.trainers.on_policy import CONFIG_FILE, RESULTS_FILE, TrainResult
+from omnigym.platform.trainers.on_policy import CONFIG_FILE, RESULTS_FILE, TrainResult, evaluate_run
 from omnigym.platform.vec_env import make_env
 from omnigym.policies.base import Policy
 
@@ -112,19 +111,8 @@ class TransitionTrainer:
 
         Tracks the best evaluation (by mean return) and saves its policy as ``best_policy``.
         """
-        cfg = self.config
         self.policy.eval()
-        result = evaluate_policy(
-            self.policy,
-            cfg.env.id,
-            episodes=cfg.eval.episodes,
-            seed=cfg.eval.seed,
-            deterministic=cfg.eval.deterministic,
-            num_envs=cfg.eval.num_envs,
-            env_kwargs={**cfg.env.kwargs, **cfg.eval.env_kwargs},
-            max_episode_steps=cfg.env.max_episode_steps,
-            video_path=self.run_dir / "videos" / f"eval_{self.steps}.mp4" if video else None,
-        )
+        result = evaluate_run(self.policy, self.config, self.run_dir, self.steps, video)
         self.policy.train()
         summary = result.summary()
         if self.task is not None:

@@ -61,6 +61,23 @@ def load_run_config(run_dir: Path) -> ExperimentConfig:
     return build_experiment(yaml.safe_load(path.read_text()))
 
 
+def evaluate_run(
+    policy: Policy, config: ExperimentConfig, run_dir: Path, step: int, video: bool
+) -> EvalResult:
+    """A run's evaluation as its ``eval`` config says, on fresh envs (the MP4 under ``run_dir/videos``)."""
+    return evaluate_policy(
+        policy,
+        config.env.id,
+        episodes=config.eval.episodes,
+        seed=config.eval.seed,
+        deterministic=config.eval.deterministic,
+        num_envs=config.eval.num_envs,
+        env_kwargs={**config.env.kwargs, **config.eval.env_kwargs},
+        max_episode_steps=config.env.max_episode_steps,
+        video_path=run_dir / "videos" / f"eval_{step}.mp4" if video else None,
+    )
+
+
 def episode_metrics(stats: EpisodeStats) -> dict[str, float]:
     """``rollout/...`` means of the episodes that ended in one rollout."""
     if not stats:
@@ -296,18 +313,7 @@ class OnPolicyTrainer:
 
     def _evaluate_plain(self, video: bool) -> EvalResult:
         """Episodes on fresh plain envs, apart from the training envs."""
-        cfg = self.config
-        return evaluate_policy(
-            self.policy,
-            cfg.env.id,
-            episodes=cfg.eval.episodes,
-            seed=cfg.eval.seed,
-            deterministic=cfg.eval.deterministic,
-            num_envs=cfg.eval.num_envs,
-            env_kwargs={**cfg.env.kwargs, **cfg.eval.env_kwargs},
-            max_episode_steps=cfg.env.max_episode_steps,
-            video_path=self.run_dir / "videos" / f"eval_{self.global_step}.mp4" if video else None,
-        )
+        return evaluate_run(self.policy, self.config, self.run_dir, self.global_step, video)
 
     def _evaluate_torch(self) -> EvalResult:
         """Episodes on the training envs, which then restart their episodes.
