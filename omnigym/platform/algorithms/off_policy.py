@@ -18,6 +18,7 @@ from gymnasium import spaces
 from torch import Tensor, nn
 
 from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig
+from omnigym.platform.algorithms.critics import QEnsemble
 from omnigym.platform.buffers import ReplayBuffer
 from omnigym.platform.types import Obs, TransitionBatch
 from omnigym.policies.base import Policy
@@ -123,6 +124,17 @@ class OffPolicyAlgorithm(Algorithm):
         with torch.no_grad():
             return self.policy.features(obs)
 
+    def make_critics(self, activation: str = "relu", layer_norm: bool = False) -> tuple[QEnsemble, QEnsemble]:
+        """The Q-ensemble over ``features + action`` (``hidden_sizes``, ``num_critics``) and its target."""
+        q = QEnsemble(
+            self.policy.feature_dim + self.action_dim,
+            self.config.hidden_sizes,
+            self.config.num_critics,
+            activation,
+            layer_norm,
+        ).to(self.device)
+        return q, self.make_target(q)
+
     def make_target(self, network: ModuleT) -> ModuleT:
         """A frozen copy of ``network`` to Polyak-average into."""
         target = copy.deepcopy(network)
@@ -220,9 +232,19 @@ class OffPolicyAlgorithm(Algorithm):
         self.reward_scale = float(state["reward_scale"])
         self.updates = int(state["updates"])
 
+    def critic_loss(self, batch: TransitionBatch) -> tuple[Tensor, dict[str, Tensor]]:
+        """The critics' loss on one batch and its parts; pure, no step."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement critic_loss")
+
+    def actor_loss(self, batch: TransitionBatch) -> tuple[Tensor, dict[str, Tensor]]:
+        """The policy's loss on one batch and its parts; pure, no step."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement actor_loss")
+
     def compute_loss(self, batch: TransitionBatch) -> tuple[Tensor, dict[str, Tensor]]:
-        """The sum of the algorithm's losses on one batch and their parts; pure, no step."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement compute_loss")
+        """Critic plus actor loss on one batch (before any step) and their parts; pure, no step."""
+        critic, critic_metrics = self.critic_loss(batch)
+        actor, actor_metrics = self.actor_loss(batch)
+        return critic + actor, {**critic_metrics, **actor_metrics}
 
 
 def _shape(tensor: Any) -> str:

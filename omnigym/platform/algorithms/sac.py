@@ -20,7 +20,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.algorithms.critics import QEnsemble, polyak_update
+from omnigym.platform.algorithms.critics import polyak_update
 from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from omnigym.platform.algorithms.optim import adam
 from omnigym.platform.types import Obs, TransitionBatch
@@ -148,13 +148,7 @@ class SAC(OffPolicyAlgorithm):
         device: torch.device | str = "cpu",
     ) -> None:
         super().__init__(config, policy, observation_space, action_space, device)
-        self.q = QEnsemble(
-            policy.feature_dim + self.action_dim,
-            config.hidden_sizes,
-            config.num_critics,
-            layer_norm=config.layer_norm,
-        ).to(self.device)
-        self.q_target = self.make_target(self.q)
+        self.q, self.q_target = self.make_critics(layer_norm=config.layer_norm)
         tuned = isinstance(config.ent_coef, str)
         init = parse_ent_coef(config.ent_coef) if isinstance(config.ent_coef, str) else float(config.ent_coef)
         self.temperature = Temperature(init, tuned).to(self.device)
@@ -238,12 +232,6 @@ class SAC(OffPolicyAlgorithm):
             metrics["train/alpha_loss"] = alpha_loss.detach()
             loss = loss + alpha_loss
         return loss, metrics
-
-    def compute_loss(self, batch: TransitionBatch) -> tuple[Tensor, dict[str, Tensor]]:
-        """Critic plus actor (and temperature) loss on one batch."""
-        critic, critic_metrics = self.critic_loss(batch)
-        actor, actor_metrics = self.actor_loss(batch)
-        return critic + actor, {**critic_metrics, **actor_metrics}
 
     # --- update -----------------------------------------------------------------------------------
     def step_all(self, names: tuple[str, ...], loss: Tensor) -> None:

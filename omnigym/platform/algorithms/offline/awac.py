@@ -16,7 +16,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.algorithms.critics import QEnsemble, polyak_update
+from omnigym.platform.algorithms.critics import polyak_update
 from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from omnigym.platform.algorithms.optim import adam
 from omnigym.platform.types import TransitionBatch
@@ -63,10 +63,7 @@ class AWAC(OffPolicyAlgorithm):
         device: torch.device | str = "cpu",
     ) -> None:
         super().__init__(config, policy, observation_space, action_space, device)
-        self.q = QEnsemble(policy.feature_dim + self.action_dim, config.hidden_sizes, config.num_critics).to(
-            self.device
-        )
-        self.q_target = self.make_target(self.q)
+        self.q, self.q_target = self.make_critics()
         self.networks = {"q": self.q, "q_target": self.q_target}
         self.optimizers = {
             "critic": adam(self.q.parameters(), config.critic_lr),
@@ -107,12 +104,6 @@ class AWAC(OffPolicyAlgorithm):
             "train/weight_mean": weights.mean(),
             "train/logprob": logprob.detach().mean(),
         }
-
-    def compute_loss(self, batch: TransitionBatch) -> tuple[Tensor, dict[str, Tensor]]:
-        """Critic plus actor loss on one batch."""
-        critic, critic_metrics = self.critic_loss(batch)
-        actor, actor_metrics = self.actor_loss(batch)
-        return critic + actor, {**critic_metrics, **actor_metrics}
 
     def update(self, data: TransitionBatch) -> dict[str, float]:
         """A critic step, then an actor step with the updated critic, then the Polyak target update."""

@@ -21,7 +21,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.algorithms.critics import QEnsemble, polyak_update
+from omnigym.platform.algorithms.critics import polyak_update
 from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from omnigym.platform.algorithms.optim import adam
 from omnigym.platform.types import TransitionBatch
@@ -118,10 +118,7 @@ class FQL(OffPolicyAlgorithm):
             self.device
         )
         xavier_init(self.flow)
-        self.q = QEnsemble(
-            features + actions, config.hidden_sizes, config.num_critics, "gelu", config.critic_layer_norm
-        ).to(self.device)
-        self.q_target = self.make_target(self.q)
+        self.q, self.q_target = self.make_critics("gelu", config.critic_layer_norm)
         self.networks = {"q": self.q, "q_target": self.q_target, "flow": self.flow}
         self.optimizers = {
             "critic": adam(self.q.parameters(), config.critic_lr),
@@ -190,12 +187,6 @@ class FQL(OffPolicyAlgorithm):
             "train/q_policy": q.detach().mean(),
             "train/bc_mse": (policy_action.detach() - actions).square().mean(),
         }
-
-    def compute_loss(self, batch: TransitionBatch) -> tuple[Tensor, dict[str, Tensor]]:
-        """Critic plus actor loss on one batch."""
-        critic, critic_metrics = self.critic_loss(batch)
-        actor, actor_metrics = self.actor_loss(batch)
-        return critic + actor, {**critic_metrics, **actor_metrics}
 
     def update(self, data: TransitionBatch) -> dict[str, float]:
         """One joint step of critics, flow and one-step policy, then the target critics' Polyak update."""

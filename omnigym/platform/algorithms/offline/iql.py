@@ -17,7 +17,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.algorithms.critics import QEnsemble, ValueNetwork, polyak_update
+from omnigym.platform.algorithms.critics import ValueNetwork, polyak_update
 from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from omnigym.platform.algorithms.optim import adam
 from omnigym.platform.types import TransitionBatch
@@ -91,10 +91,7 @@ class IQL(OffPolicyAlgorithm):
         device: torch.device | str = "cpu",
     ) -> None:
         super().__init__(config, policy, observation_space, action_space, device)
-        self.q = QEnsemble(policy.feature_dim + self.action_dim, config.hidden_sizes, config.num_critics).to(
-            self.device
-        )
-        self.q_target = self.make_target(self.q)
+        self.q, self.q_target = self.make_critics()
         self.value = ValueNetwork(policy.feature_dim, config.hidden_sizes).to(self.device)
         self.networks = {"q": self.q, "q_target": self.q_target, "value": self.value}
         self.optimizers = {
@@ -120,7 +117,8 @@ class IQL(OffPolicyAlgorithm):
         """``r + gamma * (1 - terminal) * V(s')`` with the transformed rewards."""
         return self.transformed_rewards(rewards) + self.config.gamma * (1 - terminated) * next_v
 
-    def critic_loss(
+    # IQL's critic and actor losses take the V step's shared inputs, so it overrides compute_loss too.
+    def critic_loss(  # type: ignore[override]
         self, features: Tensor, batch: TransitionBatch, next_v: Tensor
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """``mean_j MSE(Q_j(s, a), r + gamma (1 - terminal) V(s'))``; ``next_v`` is detached."""
@@ -129,7 +127,7 @@ class IQL(OffPolicyAlgorithm):
         loss = (q - target).square().mean()
         return loss, {"train/critic_loss": loss.detach(), "train/q_mean": q.detach().mean()}
 
-    def actor_loss(self, batch: TransitionBatch, adv: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+    def actor_loss(self, batch: TransitionBatch, adv: Tensor) -> tuple[Tensor, dict[str, Tensor]]:  # type: ignore[override]
         """``-mean(w * log pi(a|s))`` with ``w = min(exp(beta * adv), max_weight)``."""
         weights = awr_weights(adv, self.config.beta, self.config.max_weight)
         logprob = self.policy.evaluate(batch.obs, batch.actions).logprob.reshape(-1)

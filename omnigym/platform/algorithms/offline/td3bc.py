@@ -15,7 +15,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.algorithms.critics import QEnsemble, polyak_update
+from omnigym.platform.algorithms.critics import polyak_update
 from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from omnigym.platform.algorithms.optim import adam
 from omnigym.platform.buffers import ReplayBuffer
@@ -60,10 +60,7 @@ class TD3BC(OffPolicyAlgorithm):
         device: torch.device | str = "cpu",
     ) -> None:
         super().__init__(config, policy, observation_space, action_space, device)
-        self.q = QEnsemble(policy.feature_dim + self.action_dim, config.hidden_sizes, config.num_critics).to(
-            self.device
-        )
-        self.q_target = self.make_target(self.q)
+        self.q, self.q_target = self.make_critics()
         self.policy_target = self.make_target(policy)
         self.networks = {"q": self.q, "q_target": self.q_target, "policy_target": self.policy_target}
         self.optimizers = {
@@ -101,12 +98,6 @@ class TD3BC(OffPolicyAlgorithm):
         bc = (action - batch.actions).square().mean()
         loss = -lam * q.mean() + bc
         return loss, {"train/actor_loss": loss.detach(), "train/bc_mse": bc.detach(), "train/lambda": lam}
-
-    def compute_loss(self, batch: TransitionBatch) -> tuple[Tensor, dict[str, Tensor]]:
-        """Critic plus actor loss on one batch."""
-        critic, critic_metrics = self.critic_loss(batch)
-        actor, actor_metrics = self.actor_loss(batch)
-        return critic + actor, {**critic_metrics, **actor_metrics}
 
     def update(self, data: TransitionBatch) -> dict[str, float]:
         """One critic step; every ``policy_delay``-th call also an actor step and target updates."""
