@@ -79,9 +79,10 @@ def resolve_policy(spec: str, env_id: str, env_kwargs: dict | None = None) -> Po
     A Hugging Face image-text-to-text model directory becomes a ``vlm`` policy.
     """
     from omnigym.platform.checkpoint import latest_checkpoint
+    from omnigym.platform.pretrained import CONFIG_FILE
     from omnigym.platform.registry import POLICIES
     from omnigym.platform.vec_env import make_env
-    from omnigym.policies.base import CONFIG_FILE, Policy
+    from omnigym.policies.base import Policy
 
     path = Path(spec)
     if _is_hf_model_dir(path) or _is_model_id(spec):

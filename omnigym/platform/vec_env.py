@@ -17,6 +17,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from omnigym.envs.wrappers import VectorObservationDict, as_omnigym_env
+from omnigym.world_models.env import WorldModelEnvConfig, WorldModelVectorEnv
 
 AutoresetName = Literal["same_step", "next_step", "disabled"]
 AUTORESET_MODES: dict[str, AutoresetMode] = {
@@ -51,6 +52,11 @@ class EnvConfig:
     """Keyword arguments for ``gym.make``. For envs from other packages, ``obs_keys`` (``[state,
     image, text]``), ``image_size`` and ``instruction`` configure omnigym's observation adapter
     instead (docs/envs/manipulation-adapters.md); ``omnigym/...`` envs take them themselves."""
+    backend: Literal["real", "world_model"] = "real"
+    """``real``: the env ``id`` itself; ``world_model``: a trained world model of it stands in
+    (``world_model``), batched in one process whatever ``vectorization`` says."""
+    world_model: WorldModelEnvConfig = field(default_factory=WorldModelEnvConfig)
+    """The world model, its start states, horizon and rewards (used with ``backend: world_model``)."""
 
 
 class TorchVectorEnv(gym.vector.VectorEnv):
@@ -113,7 +119,8 @@ def make_vec_env(
     """The vector env a config describes. The only place an autoreset mode is chosen.
 
     Batched torch envs (Isaac Lab tasks ``Isaac-...``; ``omnigym/TorchReach-v0`` with
-    ``vectorization: vector``) come back as a :class:`TorchVectorEnv`.
+    ``vectorization: vector``) come back as a :class:`TorchVectorEnv`; ``backend: world_model``
+    as a :class:`~omnigym.world_models.env.WorldModelVectorEnv` (NumPy, same-step autoreset).
 
     Args:
         config: which env and how many copies.
@@ -124,6 +131,8 @@ def make_vec_env(
     """
     if config.num_envs < 1:
         raise ValueError(f"env.num_envs must be >= 1, got {config.num_envs}")
+    if config.backend == "world_model":
+        return _make_world_model(config)
     if config.id.startswith("Isaac-"):
         return _make_isaaclab(config, render_mode)
     kwargs = _gym_make_kwargs(render_mode, config.max_episode_steps, config.kwargs)
@@ -156,6 +165,21 @@ def make_vec_env(
     envs.close()
     raise TypeError(
         f"omnigym needs Dict or Box observations; {config.id} has {envs.single_observation_space}"
+    )
+
+
+def _make_world_model(config: EnvConfig) -> gym.vector.VectorEnv:
+    """A world model of ``config.id`` standing in for it (``backend: world_model``)."""
+    if config.autoreset_mode != "same_step":
+        raise ValueError(
+            "env.backend world_model resets finished rows itself: set env.autoreset_mode same_step"
+        )
+    return WorldModelVectorEnv.from_config(
+        config.world_model,
+        config.num_envs,
+        env_id=config.id,
+        env_kwargs=config.kwargs,
+        max_episode_steps=config.max_episode_steps,
     )
 
 

@@ -6,7 +6,6 @@ behaviour cloning today and by PPO tomorrow.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -14,16 +13,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 from gymnasium import spaces
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from omnigym.platform.config import build_dataclass, config_to_dict
-from omnigym.platform.spaces import space_from_json, space_to_json
+from omnigym.platform.config import build_dataclass
+from omnigym.platform.pretrained import load_weights, read_meta, save_folder
 from omnigym.platform.types import Evaluation, Obs, PolicyStep
-
-WEIGHTS_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
 
 
 @dataclass
@@ -127,53 +121,28 @@ class Policy(nn.Module):
     # --- saving -------------------------------------------------------------------------
     def save_pretrained(self, path: str | Path) -> Path:
         """Write ``config.json`` (type, config, spaces) and ``model.safetensors`` to ``path``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        meta = {
-            "type": self.name,
-            "config": config_to_dict(self.config),
-            "observation_space": space_to_json(self.observation_space),
-            "action_space": space_to_json(self.action_space),
-        }
-        state = {k: v.detach().cpu().clone() for k, v in self.state_dict().items()}  # no shared storage
-        save_file(state, str(path / WEIGHTS_FILE))
-        (path / CONFIG_FILE).write_text(json.dumps(meta, indent=2))
-        return path
+        return save_folder(path, self, self.name, self.config, self.observation_space, self.action_space)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: torch.device | str = "cpu") -> Policy:
         """Load a policy saved by :meth:`save_pretrained` (any registered type)."""
         from omnigym.platform.registry import POLICIES
 
-        path = Path(path)
-        config_path, weights_path = path / CONFIG_FILE, path / WEIGHTS_FILE
-        for needed in (config_path, weights_path):
-            if not needed.is_file():
-                raise FileNotFoundError(f"not a saved policy: {needed} is missing")
+        meta = read_meta(path, "policy")
         try:
-            meta = json.loads(config_path.read_text())
             policy_cls = POLICIES.get(meta["type"])
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"corrupt policy config {config_path}: {exc}") from exc
+        except KeyError as exc:
+            raise ValueError(f"corrupt policy config in {path}: {exc}") from exc
         if cls is Policy and _loads_itself(policy_cls):  # e.g. a VLM, which reloads its hf/ copy
             return policy_cls.from_pretrained(path, device)
         try:
             config = build_dataclass(policy_cls.config_class, meta["config"], path="policy")
-            policy = policy_cls(
-                config, space_from_json(meta["observation_space"]), space_from_json(meta["action_space"])
-            )
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"corrupt policy config {config_path}: {exc}") from exc
+            policy = policy_cls(config, meta["observation_space"], meta["action_space"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"corrupt policy config in {path}: {exc}") from exc
         if cls is not Policy and not isinstance(policy, cls):
             raise TypeError(f"{path} holds a {type(policy).__name__}, not a {cls.__name__}")
-        try:
-            state = load_file(str(weights_path))
-        except (SafetensorError, OSError) as exc:
-            raise ValueError(f"corrupt policy weights {weights_path}: {exc}") from exc
-        try:
-            policy.load_state_dict(state)
-        except RuntimeError as exc:
-            raise ValueError(f"policy weights {weights_path} do not match {config_path}: {exc}") from exc
+        load_weights(path, policy, "policy")
         return policy.to(device)
 
 

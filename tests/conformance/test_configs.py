@@ -19,11 +19,11 @@ import yaml
 from omnigym.platform.checkpoint import latest_checkpoint, load_checkpoint
 from omnigym.platform.config import build_dataclass, list_options, load_yaml
 from omnigym.platform.experiment import ExperimentConfig, config_dir, list_experiments, load_experiment
+from omnigym.platform.pretrained import CONFIG_FILE, WEIGHTS_FILE
 from omnigym.platform.registry import ALGORITHMS, POLICIES
 from omnigym.platform.runtime import RuntimeConfig
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer, load_run_config
 from omnigym.platform.vec_env import EnvConfig
-from omnigym.policies.base import CONFIG_FILE, WEIGHTS_FILE
 
 CONFIG_GROUPS = ("env", "policy", "algo", "runtime")
 EXPERIMENTS = list_experiments()

@@ -40,10 +40,11 @@ from torch import Tensor
 
 from omnigym.envs.text_actions import answer_text
 from omnigym.platform.config import build_dataclass
+from omnigym.platform.pretrained import CONFIG_FILE, WEIGHTS_FILE
 from omnigym.platform.spaces import space_from_json
 from omnigym.platform.text_obs import decode_texts, is_encoded_text
 from omnigym.platform.types import OBS_IMAGE, OBS_TEXT, Evaluation, Obs, PolicyStep
-from omnigym.policies.base import CONFIG_FILE, WEIGHTS_FILE, Policy, PolicyConfig
+from omnigym.policies.base import Policy, PolicyConfig
 from omnigym.policies.vlm.processing import Message, VLMInputs, VLMProcessor
 from omnigym.policies.vlm.tiny import resolve_model
 

@@ -163,7 +163,8 @@ def test_config_and_prompts(tiny_models, gui_batch):
 def test_corrupt_or_missing_saves_are_clear_errors(tmp_path) -> None:
     import pytest
 
-    from omnigym.policies.base import CONFIG_FILE, WEIGHTS_FILE, Policy
+    from omnigym.platform.pretrained import CONFIG_FILE, WEIGHTS_FILE
+    from omnigym.policies.base import Policy
 
     with pytest.raises(FileNotFoundError, match="missing"):
         Policy.from_pretrained(tmp_path / "nothing")

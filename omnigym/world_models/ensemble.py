@@ -1,0 +1,420 @@
+"""A probabilistic MLP ensemble over state observations (MBPO, Janner et al. 2019; MOPO, Yu et al. 2020).
+
+Each of ``M`` members maps a normalised ``(obs, action)`` to a diagonal Gaussian over the
+normalised target ``[next_obs - obs, reward]`` and to a termination logit. All members run at
+once: every layer is one :class:`~omnigym.platform.algorithms.critics.EnsembleLinear` (a batched
+matrix product), so the per-call overhead is one network's whatever ``M`` is.
+
+Training minimises, summed over members, on the same minibatch for every member (members differ
+by their random initialisation, which Lakshminarayanan et al. 2017 found enough for diverse deep
+ensembles; PETS and MBPO also give each member a bootstrap resample, which is not done here)::
+
+    NLL  = mean_{b,d} 0.5 * ((mu - y)^2 * exp(-logvar) + logvar)          Gaussian NLL, no constant
+    BCE  = mean_b  BCE(termination logit, terminated)
+    loss = sum_m (NLL_m + BCE_m) + 0.01 * (sum max_logvar - sum min_logvar)
+
+with ``logvar`` softly kept inside learned bounds ``[min_logvar, max_logvar]`` (PETS appendix A.1)
+and MBPO's per-layer L2 weight decay applied through Adam's ``weight_decay`` (coupled, as MBPO's
+``l2_loss`` is). Stepping picks one elite member per row uniformly, samples from its Gaussian (or
+takes its mean) and thresholds its termination probability.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, cast
+
+import torch
+import torch.nn.functional as F
+from gymnasium import spaces
+from torch import Tensor, nn
+
+from omnigym.platform.algorithms.critics import EnsembleLinear
+from omnigym.platform.types import Obs, TransitionBatch
+from omnigym.policies.layers import ACTIVATIONS
+from omnigym.world_models.base import StepResult, WorldModel, WorldModelConfig
+
+DYNAMICS_ACTIVATIONS = {**ACTIVATIONS, "silu": F.silu}
+"""Hidden activations by name; MBPO's networks use SiLU (swish)."""
+
+UNCERTAINTY_MEASURES = ("max_aleatoric", "ensemble_std")
+"""What ``step`` reports as ``info["uncertainty"]`` (see :meth:`EnsembleDynamics.uncertainty`)."""
+
+MBPO_WEIGHT_DECAY = (2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4)
+"""MBPO's L2 weight decay of its four hidden layers and the output layer."""
+
+
+@dataclass
+class EnsembleDynamicsConfig(WorldModelConfig):
+    """Settings of :class:`EnsembleDynamics` (MBPO's defaults)."""
+
+    type: str = "ensemble"
+    num_members: int = 7
+    """Members trained (``M``)."""
+    num_elites: int = 5
+    """Members with the lowest held-out error that ``step`` samples from."""
+    hidden_sizes: tuple[int, ...] = (200, 200, 200, 200)
+    """Width of each hidden layer of every member."""
+    activation: str = "silu"
+    """Hidden activation, a name in ``DYNAMICS_ACTIVATIONS``."""
+    learning_rate: float = 1e-3
+    """Adam learning rate."""
+    weight_decay: tuple[float, ...] = MBPO_WEIGHT_DECAY
+    """L2 decay of each layer's weights (hidden layers, then the output layer), or one value for
+    all of them; MBPO's per-layer values by default. Biases and logvar bounds are not decayed."""
+    logvar_bound_coef: float = 0.01
+    """Weight of the ``sum max_logvar - sum min_logvar`` regulariser that tightens the bounds."""
+    init_max_logvar: float = 0.5
+    """Initial upper logvar bound (normalised target units)."""
+    init_min_logvar: float = -10.0
+    """Initial lower logvar bound (normalised target units)."""
+    termination_threshold: float = 0.5
+    """``step`` ends a row when the chosen member's termination probability exceeds this."""
+    deterministic: bool = False
+    """``step`` returns the chosen member's mean instead of a sample from its Gaussian."""
+    uncertainty: str = "max_aleatoric"
+    """``info["uncertainty"]`` of ``step``: ``max_aleatoric`` (MOPO) or ``ensemble_std`` (members'
+    disagreement); see :meth:`EnsembleDynamics.uncertainty`."""
+
+    def __post_init__(self) -> None:
+        """Reject settings that cannot train."""
+        if not 1 <= self.num_elites <= self.num_members:
+            raise ValueError(f"num_elites must be in [1, {self.num_members}], got {self.num_elites}")
+        if not self.hidden_sizes or min(self.hidden_sizes) < 1:
+            raise ValueError(f"hidden_sizes must be positive widths, got {self.hidden_sizes}")
+        if self.activation not in DYNAMICS_ACTIVATIONS:
+            raise ValueError(f"activation must be in {sorted(DYNAMICS_ACTIVATIONS)}, got {self.activation!r}")
+        if len(self.weight_decay) not in (1, len(self.hidden_sizes) + 1):
+            raise ValueError(
+                f"weight_decay needs one value for every layer or one per layer (len(hidden_sizes) + 1 = "
+                f"{len(self.hidden_sizes) + 1}), got {len(self.weight_decay)}"
+            )
+        if self.learning_rate <= 0 or min(self.weight_decay) < 0 or self.logvar_bound_coef < 0:
+            raise ValueError("learning_rate must be > 0, weight_decay and logvar_bound_coef >= 0")
+        if self.init_min_logvar >= self.init_max_logvar:
+            raise ValueError("init_min_logvar must be below init_max_logvar")
+        if self.uncertainty not in UNCERTAINTY_MEASURES:
+            raise ValueError(f"uncertainty must be in {UNCERTAINTY_MEASURES}, got {self.uncertainty!r}")
+        if not 0 < self.termination_threshold < 1:
+            raise ValueError(f"termination_threshold must be in (0, 1), got {self.termination_threshold}")
+
+
+def gaussian_nll(mean: Tensor, logvar: Tensor, target: Tensor) -> Tensor:
+    """Gaussian negative log-likelihood without its constant, averaged over rows and dimensions.
+
+    ``0.5 * ((mean - target)^2 * exp(-logvar) + logvar)`` per element (MBPO, PETS).
+
+    Args:
+        mean: Shape: [M, B, D].
+        logvar: log-variance. Shape: [M, B, D].
+        target: Shape: [B, D] or [M, B, D].
+
+    Returns:
+        One loss per member. Shape: [M].
+    """
+    return 0.5 * ((mean - target).square() * torch.exp(-logvar) + logvar).mean(dim=(-2, -1))
+
+
+def soft_clamp_logvar(logvar: Tensor, min_logvar: Tensor, max_logvar: Tensor) -> Tensor:
+    """``logvar`` kept inside ``[min_logvar, max_logvar]`` with softplus edges (PETS appendix A.1).
+
+    Unlike a hard clamp, gradients still flow at the bounds, so the bounds themselves are learned.
+    The result lies in ``(min_logvar, max_logvar + softplus(min_logvar - max_logvar))``: the second
+    softplus can lift a value at the upper bound by at most ``log(1 + exp(min - max))`` (3e-5 for
+    the default bounds).
+    """
+    logvar = max_logvar - F.softplus(max_logvar - logvar)
+    return min_logvar + F.softplus(logvar - min_logvar)
+
+
+@dataclass
+class EnsemblePrediction:
+    """Every member's prediction in raw (unnormalised) units. ``T = obs_dim + 1`` targets.
+
+    Attributes:
+        mean: mean of ``[next_obs - obs, reward]``. Shape: [M, B, T].
+        std: standard deviation of the same. Shape: [M, B, T].
+        termination_logit: Shape: [M, B].
+    """
+
+    mean: Tensor
+    std: Tensor
+    termination_logit: Tensor
+
+
+def _obs_layout(observation_space: spaces.Dict) -> dict[str, tuple[int, ...]]:
+    """The modelled observation keys and their shapes: every float ``Box`` key, in order."""
+    if not isinstance(observation_space, spaces.Dict):
+        raise TypeError(f"world models take Dict observation spaces, got {type(observation_space).__name__}")
+    layout = {}
+    for key, space in observation_space.spaces.items():
+        if not isinstance(space, spaces.Box):
+            continue  # text and discrete keys are not stored in replay buffers either
+        if space.dtype is None or space.dtype.kind != "f":
+            raise TypeError(
+                f"ensemble dynamics model float state observations; key {key!r} is {space.dtype} "
+                "(images need a pixel world model)"
+            )
+        layout[key] = tuple(space.shape)
+    if not layout:
+        raise ValueError(f"no float Box observation keys to model in {observation_space}")
+    return layout
+
+
+class EnsembleDynamics(WorldModel):
+    """MBPO/MOPO-style probabilistic ensemble over flat state observations.
+
+    The model state is the flat observation ``[B, D]`` (the modelled keys concatenated). Its
+    ``info["uncertainty"]`` is MOPO's "max aleatoric" measure by default (see :meth:`uncertainty`).
+
+    Args:
+        config: an :class:`EnsembleDynamicsConfig`.
+        observation_space: the env's ``Dict`` observation space (its float ``Box`` keys are modelled).
+        action_space: the env's ``Box`` action space.
+    """
+
+    name = "ensemble"
+    config_class = EnsembleDynamicsConfig
+    config: EnsembleDynamicsConfig
+
+    def __init__(
+        self, config: EnsembleDynamicsConfig, observation_space: spaces.Dict, action_space: spaces.Space
+    ) -> None:
+        super().__init__(config, observation_space, action_space)
+        if not isinstance(action_space, spaces.Box):
+            raise TypeError(f"ensemble dynamics take Box actions, got {action_space}")
+        self.obs_layout = _obs_layout(observation_space)
+        self.obs_dim = sum(math.prod(shape) for shape in self.obs_layout.values())
+        self.action_dim = int(math.prod(action_space.shape))
+        in_dim, target_dim = self.obs_dim + self.action_dim, self.obs_dim + 1
+        n = config.num_members
+        widths = [in_dim, *config.hidden_sizes]
+        self.layers = nn.ModuleList(EnsembleLinear(n, a, b) for a, b in itertools.pairwise(widths))
+        self.out = EnsembleLinear(n, widths[-1], 2 * target_dim + 1)  # mean, logvar, termination logit
+        self.activation = DYNAMICS_ACTIVATIONS[config.activation]
+        self.max_logvar = nn.Parameter(torch.full((1, 1, target_dim), config.init_max_logvar))
+        self.min_logvar = nn.Parameter(torch.full((1, 1, target_dim), config.init_min_logvar))
+        self.input_mean: Tensor
+        self.input_std: Tensor
+        self.target_mean: Tensor
+        self.target_std: Tensor
+        self.elites: Tensor
+        self.register_buffer("input_mean", torch.zeros(in_dim))
+        self.register_buffer("input_std", torch.ones(in_dim))
+        self.register_buffer("target_mean", torch.zeros(target_dim))
+        self.register_buffer("target_std", torch.ones(target_dim))
+        self.register_buffer("elites", torch.arange(config.num_elites))
+        self.optimizer = torch.optim.Adam(self._param_groups(), lr=config.learning_rate)
+
+    def _param_groups(self) -> list[dict[str, Any]]:
+        """Adam groups: each layer's weights with its decay; biases and logvar bounds undecayed."""
+        layers = [cast(EnsembleLinear, layer) for layer in (*self.layers, self.out)]
+        decays = self.config.weight_decay
+        decays = decays * len(layers) if len(decays) == 1 else decays
+        groups: list[dict[str, Any]] = [
+            {"params": [layer.weight], "weight_decay": decay}
+            for layer, decay in zip(layers, decays, strict=True)
+        ]
+        groups.append(
+            {
+                "params": [*(layer.bias for layer in layers), self.max_logvar, self.min_logvar],
+                "weight_decay": 0.0,
+            }
+        )
+        return groups
+
+    # --- data layout --------------------------------------------------------------------
+    def flatten_obs(self, obs: Obs) -> Tensor:
+        """The modelled keys of ``obs`` as one float row per sample. Shape: [B, D]."""
+        missing = [key for key in self.obs_layout if key not in obs]
+        if missing:
+            raise KeyError(f"observations lack the modelled keys {missing} (have {sorted(obs)})")
+        rows = [obs[key].reshape(obs[key].shape[0], -1).float() for key in self.obs_layout]
+        return rows[0] if len(rows) == 1 else torch.cat(rows, dim=-1)
+
+    def unflatten_obs(self, flat: Tensor) -> Obs:
+        """Inverse of :meth:`flatten_obs`: key -> ``[B, *shape]``."""
+        sizes = [math.prod(shape) for shape in self.obs_layout.values()]
+        parts = flat.split(sizes, dim=-1)
+        return {
+            key: part.reshape(flat.shape[0], *shape)
+            for (key, shape), part in zip(self.obs_layout.items(), parts, strict=True)
+        }
+
+    def _inputs(self, state: Tensor, action: Tensor) -> Tensor:
+        """Normalised ``[obs, action]``. Shape: [B, D + A]."""
+        action = action.reshape(action.shape[0], -1).to(state.dtype)
+        return (torch.cat([state, action], dim=-1) - self.input_mean) / self.input_std
+
+    def _raw_targets(self, batch: TransitionBatch) -> Tensor:
+        """``[next_obs - obs, reward]`` in raw units. Shape: [B, D + 1]."""
+        delta = self.flatten_obs(batch.next_obs) - self.flatten_obs(batch.obs)
+        return torch.cat([delta, batch.rewards.reshape(-1, 1).float()], dim=-1)
+
+    def _training_pair(self, batch: TransitionBatch) -> tuple[Tensor, Tensor]:
+        """Normalised inputs ``[B, D + A]`` and targets ``[B, D + 1]`` of ``batch``."""
+        inputs = self._inputs(self.flatten_obs(batch.obs), batch.actions)
+        return inputs, (self._raw_targets(batch) - self.target_mean) / self.target_std
+
+    @torch.no_grad()
+    def set_data_statistics(self, batch: TransitionBatch) -> None:
+        """Fit input and target normalisation (mean, std) to ``batch``; constant dims keep std 1."""
+        state = self.flatten_obs(batch.obs)
+        inputs = torch.cat([state, batch.actions.reshape(len(batch), -1).float()], dim=-1)
+        for (mean, std), data in (
+            ((self.input_mean, self.input_std), inputs),
+            ((self.target_mean, self.target_std), self._raw_targets(batch)),
+        ):
+            data_std = data.std(dim=0, correction=0) if len(batch) > 1 else torch.ones_like(data[0])
+            mean.copy_(data.mean(dim=0))
+            std.copy_(torch.where(data_std < 1e-6, torch.ones_like(data_std), data_std))
+
+    # --- the network --------------------------------------------------------------------
+    def forward(self, inputs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Every member on normalised inputs ``[B, D + A]`` (or ``[M, B, D + A]``).
+
+        Returns:
+            Normalised mean ``[M, B, T]``, soft-bounded logvar ``[M, B, T]`` and termination
+            logit ``[M, B]``.
+        """
+        x = inputs
+        for layer in self.layers:
+            x = self.activation(layer(x))
+        target_dim = self.obs_dim + 1
+        mean, logvar, termination = self.out(x).split([target_dim, target_dim, 1], dim=-1)
+        return mean, soft_clamp_logvar(logvar, self.min_logvar, self.max_logvar), termination.squeeze(-1)
+
+    @torch.no_grad()
+    def predict(self, state: Tensor, action: Tensor) -> EnsemblePrediction:
+        """Every member's Gaussian over ``[next_obs - obs, reward]`` in raw units; ``state`` is ``[B, D]``."""
+        mean, logvar, termination_logit = self(self._inputs(state, action))
+        return EnsemblePrediction(
+            mean=mean * self.target_std + self.target_mean,
+            std=torch.exp(0.5 * logvar) * self.target_std,
+            termination_logit=termination_logit,
+        )
+
+    # --- training -----------------------------------------------------------------------
+    def train_step(self, batch: TransitionBatch) -> dict[str, float]:
+        """One Adam step of every member on the same minibatch (see the module docstring)."""
+        inputs, targets = self._training_pair(batch)
+        mean, logvar, termination_logit = self(inputs)
+        nll = gaussian_nll(mean, logvar, targets)  # [M]
+        terminated = batch.terminated.float().expand_as(termination_logit)
+        bce = F.binary_cross_entropy_with_logits(termination_logit, terminated, reduction="none").mean(-1)
+        bound = self.config.logvar_bound_coef * (self.max_logvar.sum() - self.min_logvar.sum())
+        loss = (nll + bce).sum() + bound
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        values = torch.stack(
+            [loss, nll.mean(), bce.mean(), self.max_logvar.mean(), self.min_logvar.mean()]
+        ).tolist()
+        names = ("loss", "nll", "termination_bce", "max_logvar", "min_logvar")
+        return {f"train/{name}": value for name, value in zip(names, values, strict=True)}
+
+    @torch.no_grad()
+    def member_losses(self, batch: TransitionBatch) -> Tensor:
+        """Each member's held-out MSE of its mean on normalised targets (all dims weigh alike). Shape: [M]."""
+        inputs, targets = self._training_pair(batch)
+        mean, _, _ = self(inputs)
+        return (mean - targets).square().mean(dim=(1, 2))
+
+    @torch.no_grad()
+    def evaluate(self, batch: TransitionBatch) -> dict[str, float]:
+        """Held-out metrics, without gradients.
+
+        ``eval/loss`` is the mean of :meth:`member_losses`; over the elites, ``eval/obs_mse`` and
+        ``eval/reward_mse`` (raw units), ``eval/nll`` (normalised) and ``eval/termination_accuracy``.
+        """
+        inputs, targets = self._training_pair(batch)
+        mean, logvar, termination_logit = self(inputs)
+        elites = self.elites
+        error = ((mean[elites] - targets) * self.target_std).square()  # raw units
+        predicted_end = termination_logit[elites] > self._termination_logit_threshold()
+        values = torch.stack(
+            [
+                (mean - targets).square().mean(),
+                error[..., : self.obs_dim].mean(),
+                error[..., self.obs_dim].mean(),
+                gaussian_nll(mean[elites], logvar[elites], targets).mean(),
+                (predicted_end == batch.terminated.bool()).float().mean(),
+            ]
+        ).tolist()
+        names = ("loss", "obs_mse", "reward_mse", "nll", "termination_accuracy")
+        return {f"eval/{name}": value for name, value in zip(names, values, strict=True)}
+
+    @torch.no_grad()
+    def select_elites(self, holdout: TransitionBatch) -> None:
+        """Keep the ``num_elites`` members with the lowest held-out MSE (:meth:`member_losses`)."""
+        best = self.member_losses(holdout).argsort()[: self.config.num_elites]
+        self.elites.copy_(best.sort().values)
+
+    # --- simulating ---------------------------------------------------------------------
+    def reset(self, obs: Obs) -> Tensor:
+        """The flat observation ``[B, D]`` to start from."""
+        return self.flatten_obs(obs).to(self.device)
+
+    @torch.no_grad()
+    def step(
+        self,
+        state: Tensor,
+        action: Tensor,
+        *,
+        generator: torch.Generator | None = None,
+        deterministic: bool | None = None,
+    ) -> StepResult:
+        """Advance every row with one elite member drawn uniformly per row (with ``generator``).
+
+        Args:
+            state: flat observations. Shape: [B, D].
+            action: Shape: [B, A].
+            generator: the source of the member choice and the Gaussian noise.
+            deterministic: take the member's mean instead of a sample; ``None``: the config's.
+
+        Returns:
+            ``(next state [B, D], next_obs, reward [B], terminated [B], info)`` with
+            ``info["uncertainty"]`` ([B], see :meth:`uncertainty`) and ``info["member"]`` (the
+            member each row used, [B]).
+        """
+        deterministic = self.config.deterministic if deterministic is None else deterministic
+        prediction = self.predict(state, action)
+        rows = torch.arange(state.shape[0], device=state.device)
+        pick = self._draw(torch.randint, len(self.elites), (state.shape[0],), generator=generator)
+        member = self.elites[pick]
+        sample = prediction.mean[member, rows]
+        if not deterministic:
+            noise = self._draw(torch.randn, sample.shape, generator=generator)
+            sample = sample + prediction.std[member, rows] * noise
+        next_state = state + sample[:, : self.obs_dim]
+        reward = sample[:, self.obs_dim].float()
+        terminated = prediction.termination_logit[member, rows] > self._termination_logit_threshold()
+        info = {"uncertainty": self.uncertainty(prediction), "member": member}
+        return next_state, self.unflatten_obs(next_state), reward, terminated, info
+
+    def uncertainty(self, prediction: EnsemblePrediction) -> Tensor:
+        """How little to trust each row's prediction, in raw next-obs units, >= 0. Shape: [B].
+
+        ``max_aleatoric`` (MOPO, Yu et al. 2020, section 4.3): the largest, over all members,
+        Euclidean norm of the predicted standard deviation of the next observation. It is the
+        members' learned noise, so it grows off the data only where the learned noise grows; the
+        members can agree on a small variance far from any data.
+        ``ensemble_std`` (Lu et al. 2022, "Revisiting Design Choices in Offline Model-Based RL"):
+        the norm of the standard deviation, over members, of their next-observation means: an
+        epistemic measure that grows where the members, fitted alike on the data, diverge.
+        """
+        if self.config.uncertainty == "max_aleatoric":
+            return prediction.std[..., : self.obs_dim].norm(dim=-1).amax(dim=0)
+        return prediction.mean[..., : self.obs_dim].std(dim=0, correction=0).norm(dim=-1)
+
+    def _draw(self, sampler: Any, *args: Any, generator: torch.Generator | None = None) -> Tensor:
+        """``sampler(*args)`` on the generator's device (where it must draw), moved to the model's."""
+        device = generator.device if generator is not None else self.device
+        return sampler(*args, generator=generator, device=device).to(self.device)
+
+    def _termination_logit_threshold(self) -> float:
+        """``sigmoid(logit) > p`` exactly when ``logit > log(p / (1 - p))``."""
+        p = self.config.termination_threshold
+        return math.log(p / (1 - p))
