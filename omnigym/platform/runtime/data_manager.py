@@ -346,7 +346,7 @@ class DataManager(Generic[ItemT]):
             return
         self._learner_version = version
         self._window.clear()
-        pass
+        self._counts["dropped_stale"] += self._filter(lambda entry: not self._is_stale(entry))
 
     def _filter(self, keep: Callable[[TrajectoryEntry[ItemT]], bool]) -> int:
         """Keep the queued entries ``keep`` accepts (order unchanged); returns how many went."""

@@ -16,7 +16,8 @@ Lossless: "changed" compares bit patterns (each tensor viewed as the integer typ
 size: ``float32 -> int32``, ``bfloat16``/``float16 -> int16``, ...), not values. So ``-0.0`` vs
 ``0.0`` and NaNs with different payloads count as changes, an unchanged NaN does not (``NaN != NaN``
 would resend it every time), and the receiver writes the bits back through the same integer view:
-reconstruction is bit-exact for every dtype, including integer and bool buffers.
+reconstruction is bit-exact for every dtype of 1, 2, 4 or 8 bytes per element (all real float,
+integer and bool dtypes; ``complex128`` has no integer view and raises ``TypeError``).
 
 Versions: each payload carries ``version`` and ``base_version`` (None for a full payload). The
 publisher keeps **one shared base**, a copy of the weights it last published, rather than one per
@@ -145,12 +146,6 @@ def changed_indices(old: Tensor, new: Tensor) -> Tensor:
     """
     positions = (bit_view(old) != bit_view(new)).nonzero().squeeze(1)
     return positions.to(torch.int32 if new.numel() < 2**31 else torch.int64)
-
-
-def tensor_delta(old: Tensor, new: Tensor) -> TensorDelta:
-    """The elements of ``new`` whose bits differ from ``old`` (same shape and dtype)."""
-    indices = changed_indices(old, new)
-    return TensorDelta(indices=indices, values=new.detach().reshape(-1)[indices.long()])
 
 
 def _sparse_is_smaller(numel: int, changed: int, index_size: int, value_size: int) -> bool:

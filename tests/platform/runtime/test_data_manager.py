@@ -69,7 +69,9 @@ def test_blocked_put_proceeds_once_the_learner_takes_items() -> None:
     manager: DataManager[str] = DataManager(DataManagerConfig(capacity=2, on_full="block"))
     fill(manager, [0, 0])
     result: list[bool] = []
-    producer = threading.Thread(target=lambda: result.append(manager.put("third", 0, (0, 2), timeout=10)))
+    producer = threading.Thread(
+        target=lambda: result.append(manager.put("third", 0, (0, 2), timeout=10)), daemon=True
+    )
     producer.start()
     producer.join(timeout=0.05)
     assert producer.is_alive()  # waiting for room
@@ -77,6 +79,28 @@ def test_blocked_put_proceeds_once_the_learner_takes_items() -> None:
     producer.join(timeout=10)
     assert result == [True]
     assert [e.item for e in manager.get(2, 0, timeout=0)] == ["w0s1", "third"]
+
+
+def test_two_blocked_puts_of_one_id_accept_it_once() -> None:
+    manager: DataManager[str] = DataManager(DataManagerConfig(capacity=1, on_full="block"))
+    fill(manager, [0], worker_id=9)
+    results: list[bool] = []
+    producers = [
+        threading.Thread(
+            target=lambda: results.append(manager.put("same", 0, (1, 0), timeout=10)), daemon=True
+        )
+        for _ in range(2)
+    ]
+    for producer in producers:
+        producer.start()
+        producer.join(timeout=0.05)
+        assert producer.is_alive()  # both wait for room with the id not yet taken
+    manager.get(1, 0, timeout=0)  # room for one: it takes the id
+    assert manager.get(1, 0, timeout=10)[0].trajectory_id == (1, 0)  # room again: the other re-checks
+    for producer in producers:
+        producer.join(timeout=10)
+    assert sorted(results) == [False, True]
+    assert manager.metrics().duplicates == 1 and len(manager) == 0
 
 
 def test_get_times_out_without_taking_anything() -> None:
@@ -129,7 +153,9 @@ def test_discard_frees_room_for_a_blocked_producer() -> None:
     manager: DataManager[str] = DataManager(DataManagerConfig(capacity=1))
     fill(manager, [0], worker_id=5)
     result: list[bool] = []
-    producer = threading.Thread(target=lambda: result.append(manager.put("x", 0, (0, 0), timeout=10)))
+    producer = threading.Thread(
+        target=lambda: result.append(manager.put("x", 0, (0, 0), timeout=10)), daemon=True
+    )
     producer.start()
     producer.join(timeout=0.05)
     assert producer.is_alive()
@@ -160,9 +186,9 @@ def test_two_producers_one_consumer_every_id_exactly_once() -> None:
 
     def produce(worker_id: int) -> None:
         for seq in range(per_worker):
-            assert manager.put(seq, manager.learner_version, (worker_id, seq), timeout=30)
+            assert manager.put(seq, manager.learner_version, (worker_id, seq), timeout=5)
 
-    producers = [threading.Thread(target=produce, args=(w,)) for w in (0, 1)]
+    producers = [threading.Thread(target=produce, args=(w,), daemon=True) for w in (0, 1)]
     for producer in producers:
         producer.start()
     received = []
@@ -184,9 +210,9 @@ def test_concurrent_staleness_filter_never_returns_stale_items() -> None:
     def produce(worker_id: int) -> None:
         for seq in range(per_worker):  # every third item acts with weights two versions old
             version = max(0, manager.learner_version - (2 if seq % 3 == 0 else 0))
-            manager.put(seq, version, (worker_id, seq), timeout=30)
+            manager.put(seq, version, (worker_id, seq), timeout=5)
 
-    producers = [threading.Thread(target=produce, args=(w,)) for w in (0, 1)]
+    producers = [threading.Thread(target=produce, args=(w,), daemon=True) for w in (0, 1)]
     for producer in producers:
         producer.start()
     received, version = [], 0
