@@ -86,13 +86,24 @@ class WorldModel(nn.Module):
         """The model state for starting from real observations ``key -> [B, ...]``."""
         raise NotImplementedError(f"{type(self).__name__} does not implement reset")
 
-    def step(self, state: Any, action: Tensor, *, generator: torch.Generator | None = None) -> StepResult:
+    def step(
+        self,
+        state: Any,
+        action: Tensor,
+        *,
+        generator: torch.Generator | None = None,
+        with_uncertainty: bool = True,
+    ) -> StepResult:
         """Advance every row under ``action [B, A]``.
 
         Returns ``(state, next_obs key -> [B, ...], reward [B] float32, terminated [B] bool,
         info)``. Every random draw comes from ``generator``, so equal generator seeds give
         bit-identical rollouts. ``info`` may hold ``"uncertainty"``: ``[B]`` float >= 0, larger
         where the model trusts its prediction less (MOPO's penalty, early termination).
+
+        With ``with_uncertainty=False`` the caller does not need ``info["uncertainty"]`` and the
+        model may skip computing it, which lets an ensemble run only the members its rows use.
+        The random draws, and so the sampled rollout, must not depend on this flag.
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement step")
 

@@ -17,6 +17,13 @@ with ``logvar`` softly kept inside learned bounds ``[min_logvar, max_logvar]`` (
 and MBPO's per-layer L2 weight decay applied through Adam's ``weight_decay`` (coupled, as MBPO's
 ``l2_loss`` is). Stepping picks one elite member per row uniformly, samples from its Gaussian (or
 takes its mean) and thresholds its termination probability.
+
+Stepping runs every member only when the caller wants ``info["uncertainty"]``, which is defined
+over all members. Otherwise each row runs through its chosen member alone: the rows are grouped
+by member and each group takes one matrix product per layer, ``1/M`` of the work (about 10x
+faster than all members at 4096 rows on one CPU thread, where all members' activations also
+outgrow the caches). Both paths draw the same random numbers, so a seed gives the same rollout
+either way (to float rounding).
 """
 
 from __future__ import annotations
@@ -44,6 +51,10 @@ UNCERTAINTY_MEASURES = ("max_aleatoric", "ensemble_std")
 
 MBPO_WEIGHT_DECAY = (2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4)
 """MBPO's L2 weight decay of its four hidden layers and the output layer."""
+
+MEMBER_LOOP_MIN_ROWS = 512
+"""From this batch size on, :meth:`EnsembleDynamics.predict` runs the members one by one (faster
+on a CPU once all members' activations outgrow the caches; measured crossover 256-1024 rows)."""
 
 
 @dataclass
@@ -245,7 +256,7 @@ class EnsembleDynamics(WorldModel):
 
     def _inputs(self, state: Tensor, action: Tensor) -> Tensor:
         """Normalised ``[obs, action]``. Shape: [B, D + A]."""
-        action = action.reshape(action.shape[0], -1).to(state.dtype)
+        action = action.reshape(action.shape[0], self.action_dim).to(state.dtype)  # also for 0 rows
         return (torch.cat([state, action], dim=-1) - self.input_mean) / self.input_std
 
     def _raw_targets(self, batch: TransitionBatch) -> Tensor:
@@ -282,19 +293,67 @@ class EnsembleDynamics(WorldModel):
         x = inputs
         for layer in self.layers:
             x = self.activation(layer(x))
+        return self._heads(self.out(x))
+
+    def _heads(self, out: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The output layer's ``[..., 2T + 1]`` as normalised mean, soft-bounded logvar and termination logit.
+
+        Shapes: ``[..., T]``, ``[..., T]`` and ``[...]``, for ``[M, B]`` or ``[B]`` rows alike.
+        """
         target_dim = self.obs_dim + 1
-        mean, logvar, termination = self.out(x).split([target_dim, target_dim, 1], dim=-1)
-        return mean, soft_clamp_logvar(logvar, self.min_logvar, self.max_logvar), termination.squeeze(-1)
+        mean, logvar, termination = out.split([target_dim, target_dim, 1], dim=-1)
+        bounds = self.min_logvar.reshape(-1), self.max_logvar.reshape(-1)  # [T]: fits [M, B, T] and [B, T]
+        return mean, soft_clamp_logvar(logvar, *bounds), termination.squeeze(-1)
+
+    def _raw_units(self, mean: Tensor, logvar: Tensor) -> tuple[Tensor, Tensor]:
+        """Normalised mean and logvar ``[..., T]`` as a raw-unit mean and standard deviation."""
+        return mean * self.target_std + self.target_mean, torch.exp(0.5 * logvar) * self.target_std
+
+    def _member_forward(self, member: int, inputs: Tensor) -> Tensor:
+        """Member ``member``'s output layer on normalised inputs ``[B, D + A]``. Shape: [B, 2T + 1].
+
+        It reads views of the ensemble's weight tensors (no copies, nothing cached), so it always
+        uses the current weights, after training steps and ``load_state_dict`` alike.
+        """
+        x = inputs
+        for layer in self.layers:
+            layer = cast(EnsembleLinear, layer)
+            x = self.activation(torch.addmm(layer.bias[member], x, layer.weight[member]))
+        return torch.addmm(self.out.bias[member], x, self.out.weight[member])
+
+    def _chosen_forward(self, inputs: Tensor, member: Tensor) -> Tensor:
+        """Each row of ``inputs [B, D + A]`` through its own member ``member [B]`` only. Shape: [B, 2T + 1].
+
+        The rows are sorted by member so that each member's rows are one contiguous block, which
+        takes one matrix product per layer (members no row uses cost nothing); the outputs are
+        then put back in the rows' order.
+        """
+        if inputs.shape[0] == 0:
+            return self._member_forward(0, inputs)
+        order = torch.argsort(member)
+        counts = torch.bincount(member, minlength=self.config.num_members).tolist()
+        blocks = inputs[order].split(counts)
+        grouped = torch.cat([self._member_forward(m, rows) for m, rows in enumerate(blocks) if len(rows)])
+        out = torch.empty_like(grouped)
+        out[order] = grouped
+        return out
 
     @torch.no_grad()
     def predict(self, state: Tensor, action: Tensor) -> EnsemblePrediction:
-        """Every member's Gaussian over ``[next_obs - obs, reward]`` in raw units; ``state`` is ``[B, D]``."""
-        mean, logvar, termination_logit = self(self._inputs(state, action))
-        return EnsemblePrediction(
-            mean=mean * self.target_std + self.target_mean,
-            std=torch.exp(0.5 * logvar) * self.target_std,
-            termination_logit=termination_logit,
-        )
+        """Every member's Gaussian over ``[next_obs - obs, reward]`` in raw units; ``state`` is ``[B, D]``.
+
+        From ``MEMBER_LOOP_MIN_ROWS`` rows on, one member at a time rather than :meth:`forward`'s
+        batched product: the same numbers, 1.6x faster at 4096 rows on a CPU, where ``[M, B, 200]``
+        activations outgrow the caches (and about 5% slower at 256 rows).
+        """
+        inputs = self._inputs(state, action)
+        if inputs.shape[0] < MEMBER_LOOP_MIN_ROWS:
+            mean, logvar, termination_logit = self(inputs)
+        else:
+            out = torch.stack([self._member_forward(m, inputs) for m in range(self.config.num_members)])
+            mean, logvar, termination_logit = self._heads(out)
+        mean, std = self._raw_units(mean, logvar)
+        return EnsemblePrediction(mean=mean, std=std, termination_logit=termination_logit)
 
     # --- training -----------------------------------------------------------------------
     def train_step(self, batch: TransitionBatch) -> dict[str, float]:
@@ -353,6 +412,15 @@ class EnsembleDynamics(WorldModel):
         self.elites.copy_(best.sort().values)
 
     # --- simulating ---------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """The device of the model's tensors.
+
+        One buffer's, not the base class's walk over every parameter: :meth:`step` asks twice per
+        call, which showed at small batches.
+        """
+        return self.input_mean.device
+
     def reset(self, obs: Obs) -> Tensor:
         """The flat observation ``[B, D]`` to start from."""
         return self.flatten_obs(obs).to(self.device)
@@ -365,40 +433,60 @@ class EnsembleDynamics(WorldModel):
         *,
         generator: torch.Generator | None = None,
         deterministic: bool | None = None,
+        with_uncertainty: bool = True,
     ) -> StepResult:
         """Advance every row with one elite member drawn uniformly per row (with ``generator``).
+
+        Under ``torch.no_grad`` rather than ``torch.inference_mode``: inference tensors could not
+        be changed in place or saved for a backward pass by callers that keep the outputs (replay
+        buffers, MBPO-style rollouts), and inference mode measured only 0-4% faster at 256-4096
+        rows on a CPU.
 
         Args:
             state: flat observations. Shape: [B, D].
             action: Shape: [B, A].
-            generator: the source of the member choice and the Gaussian noise.
+            generator: the source of the member choice and the Gaussian noise, drawn in that
+                order whatever ``with_uncertainty`` is.
             deterministic: take the member's mean instead of a sample; ``None``: the config's.
+            with_uncertainty: run every member to report ``info["uncertainty"]``; when False,
+                each row runs through its chosen member only (module docstring).
 
         Returns:
             ``(next state [B, D], next_obs, reward [B], terminated [B], info)`` with
-            ``info["uncertainty"]`` ([B], see :meth:`uncertainty`) and ``info["member"]`` (the
-            member each row used, [B]).
+            ``info["member"]`` (the member each row used, [B]) and, with ``with_uncertainty``,
+            ``info["uncertainty"]`` ([B], see :meth:`uncertainty`).
         """
         deterministic = self.config.deterministic if deterministic is None else deterministic
-        prediction = self.predict(state, action)
-        rows = torch.arange(state.shape[0], device=state.device)
         pick = self._draw(torch.randint, len(self.elites), (state.shape[0],), generator=generator)
         member = self.elites[pick]
-        sample = prediction.mean[member, rows]
+        info = {"member": member}
+        if with_uncertainty:
+            prediction = self.predict(state, action)
+            rows = torch.arange(state.shape[0], device=state.device)
+            mean, std = prediction.mean[member, rows], prediction.std[member, rows]
+            termination_logit = prediction.termination_logit[member, rows]
+            info["uncertainty"] = self.uncertainty(prediction)
+        else:
+            normalised_mean, logvar, termination_logit = self._heads(
+                self._chosen_forward(self._inputs(state, action), member)
+            )
+            mean, std = self._raw_units(normalised_mean, logvar)
+        sample = mean
         if not deterministic:
-            noise = self._draw(torch.randn, sample.shape, generator=generator)
-            sample = sample + prediction.std[member, rows] * noise
+            noise = self._draw(torch.randn, mean.shape, generator=generator)
+            sample = mean + std * noise
         next_state = state + sample[:, : self.obs_dim]
         reward = sample[:, self.obs_dim].float()
-        terminated = prediction.termination_logit[member, rows] > self._termination_logit_threshold()
-        info = {"uncertainty": self.uncertainty(prediction), "member": member}
+        terminated = termination_logit > self._termination_logit_threshold()
         return next_state, self.unflatten_obs(next_state), reward, terminated, info
 
     def uncertainty(self, prediction: EnsemblePrediction) -> Tensor:
         """How little to trust each row's prediction, in raw next-obs units, >= 0. Shape: [B].
 
         ``max_aleatoric`` (MOPO, Yu et al. 2020, section 4.3): the largest, over all members,
-        Euclidean norm of the predicted standard deviation of the next observation. It is the
+        Euclidean norm of the predicted standard deviation of the next observation. All ``M``
+        members, elites or not, as in MOPO's reference code (``mopo/models/fake_env.py``: the max
+        over ``model.predict(inputs, factored=True)``, which returns every network). It is the
         members' learned noise, so it grows off the data only where the learned noise grows; the
         members can agree on a small variance far from any data.
         ``ensemble_std`` (Lu et al. 2022, "Revisiting Design Choices in Offline Model-Based RL"):

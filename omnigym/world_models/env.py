@@ -82,6 +82,9 @@ class WorldModelEnvConfig:
     """MOPO's lambda: every reward becomes ``reward - lambda * uncertainty``."""
     max_uncertainty: float | None = None
     """Truncate (not terminate) a row whose step uncertainty exceeds this."""
+    report_uncertainty: bool = False
+    """Put the model's uncertainty in every step's info even when neither setting above needs it.
+    Off by default: an ensemble then runs only the member each row uses, several times faster."""
     device: str = "cpu"
     """Where the model runs (``auto`` prefers CUDA)."""
 
@@ -246,9 +249,11 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
     final observation dict of each finished row, None elsewhere) and ``"final_info"`` (the step's
     info of the finished rows), each with its ``"_key"`` mask, plus ``"episode"`` (``r``, ``l``,
     ``t``) as ``RecordEpisodeStatistics`` reports it. Every step's ``info`` has
-    ``"uncertainty"`` (float32 ``[N]``) when the model reports it and ``"uncertainty_truncated"``
-    (bool ``[N]``) when ``max_uncertainty`` is set; the top-level info is the step's for every
-    row (a model's reset has no info to report).
+    ``"uncertainty"`` (float32 ``[N]``) when ``uncertainty_penalty``, ``max_uncertainty`` or
+    ``report_uncertainty`` asks for it (only then is the model asked to compute it: see
+    ``WorldModel.step``'s ``with_uncertainty``) and ``"uncertainty_truncated"`` (bool ``[N]``)
+    when ``max_uncertainty`` is set; the top-level info is the step's for every row (a model's
+    reset has no info to report).
 
     ``reset(seed=s)`` seeds everything random: row ``i`` starts from seed ``s + i`` (a list of
     seeds gives each row its own), and the model's draws and later autoresets come from
@@ -267,6 +272,8 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
         termination: ``learned`` or ``known``, as ``reward``.
         uncertainty_penalty: MOPO's lambda; needs a model that reports ``uncertainty``.
         max_uncertainty: truncate rows whose step uncertainty exceeds it.
+        report_uncertainty: report the uncertainty in ``info`` even when neither setting above
+            needs it (costs an ensemble all its members' compute on every step).
         device: where the model runs.
     """
 
@@ -285,6 +292,7 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
         termination: Source = "learned",
         uncertainty_penalty: float = 0.0,
         max_uncertainty: float | None = None,
+        report_uncertainty: bool = False,
         device: str | torch.device = "cpu",
     ) -> None:
         if num_envs < 1:
@@ -304,6 +312,7 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
         self.termination_fn = _known_fn(termination, "termination", env_id, env_kwargs, self._space)
         self.uncertainty_penalty = uncertainty_penalty
         self.max_uncertainty = max_uncertainty
+        self.report_uncertainty = report_uncertainty
         real_env = _real_env(self.model, env_id, env_kwargs)
         try:
             self.horizon = _horizon(horizon, real_env)
@@ -349,6 +358,7 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
             termination=config.termination,
             uncertainty_penalty=config.uncertainty_penalty,
             max_uncertainty=config.max_uncertainty,
+            report_uncertainty=config.report_uncertainty,
             device=config.device,
         )
 
@@ -387,7 +397,7 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
         action = self._checked_action(actions)
         with torch.no_grad():
             self._state, next_obs, reward, terminated, model_info = self.model.step(
-                self._state, action, generator=self._torch_rng
+                self._state, action, generator=self._torch_rng, with_uncertainty=self.wants_uncertainty
             )
         self._check_model_output(next_obs, reward, terminated)
         uncertainty = self._uncertainty(model_info)
@@ -458,16 +468,29 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
             if tuple(value.shape) != (self.num_envs,):
                 raise RuntimeError(f"{name}.step returned {what} of shape {tuple(value.shape)}, not [N]")
 
+    @property
+    def wants_uncertainty(self) -> bool:
+        """Whether steps need the model's uncertainty: for the penalty, the cut-off or the info.
+
+        Read on every step, so changing ``uncertainty_penalty`` (a schedule) takes effect at once.
+        """
+        return self.uncertainty_penalty > 0 or self.max_uncertainty is not None or self.report_uncertainty
+
     def _uncertainty(self, model_info: Mapping[str, Any]) -> Tensor | None:
-        """The model's per-row uncertainty ``[N]``; an error when a setting needs it and it is absent."""
+        """The model's per-row uncertainty ``[N]`` when wanted, else None.
+
+        None even where the model reports it anyway, so the info's keys follow the settings, not
+        the model; an error when it is wanted and absent.
+        """
+        if not self.wants_uncertainty:
+            return None
         uncertainty = model_info.get("uncertainty")
-        needed = self.uncertainty_penalty > 0 or self.max_uncertainty is not None
-        if uncertainty is None and needed:
+        if uncertainty is None:
             raise RuntimeError(
-                f"{type(self.model).__name__} reports no uncertainty, which uncertainty_penalty and "
-                "max_uncertainty need"
+                f"{type(self.model).__name__} reports no uncertainty, which uncertainty_penalty, "
+                "max_uncertainty and report_uncertainty need"
             )
-        return None if uncertainty is None else uncertainty.detach().float()
+        return uncertainty.detach().float()
 
     def _reward(self, reward: Tensor, action: Tensor, next_obs: Obs, uncertainty: Tensor | None) -> Tensor:
         """The learned or known reward, less MOPO's ``lambda * uncertainty`` (Yu et al. 2020, Sec. 4)."""
@@ -590,7 +613,8 @@ class WorldModelEnv(gym.Env):
     """A single world-model env for ``gym.make``-style use: :class:`WorldModelVectorEnv` with one row.
 
     ``step`` returns the true final observation when an episode ends (call ``reset`` next, as
-    with any Gymnasium env); ``info`` holds the row's ``uncertainty`` as a float.
+    with any Gymnasium env); ``info`` holds the row's ``uncertainty`` as a float when the
+    settings ask for it (``report_uncertainty``, ``uncertainty_penalty``, ``max_uncertainty``).
 
     Args:
         model: a world model, or the folder of a saved one.

@@ -18,6 +18,7 @@ from omnigym.platform.registry import WORLD_MODELS
 from omnigym.platform.types import TransitionBatch
 from omnigym.world_models.base import WorldModel
 from omnigym.world_models.ensemble import (
+    MEMBER_LOOP_MIN_ROWS,
     EnsembleDynamics,
     EnsembleDynamicsConfig,
     gaussian_nll,
@@ -317,3 +318,142 @@ def test_several_observation_keys_round_trip_and_images_are_refused() -> None:
     image_space = spaces.Dict({"image": spaces.Box(0, 255, (4, 4, 3), np.uint8)})
     with pytest.raises(TypeError, match="pixel world model"):
         EnsembleDynamics(small_config(), image_space, ACTION_SPACE)
+
+
+# --- stepping without the uncertainty: only the chosen members run --------------------------
+
+
+def step_both_ways(
+    model: EnsembleDynamics, state: torch.Tensor, action: torch.Tensor, seed: int, **kwargs: object
+) -> tuple[tuple, tuple]:
+    """One step with and one without the uncertainty, from generators of the same seed."""
+    with_u = model.step(state, action, generator=torch.Generator().manual_seed(seed), **kwargs)
+    without = model.step(
+        state, action, generator=torch.Generator().manual_seed(seed), with_uncertainty=False, **kwargs
+    )
+    return with_u, without
+
+
+def assert_same_step(with_u: tuple, without: tuple) -> None:
+    """Equal rollouts: same member choice and termination, next obs and reward to float rounding."""
+    assert torch.equal(with_u[4]["member"], without[4]["member"])
+    torch.testing.assert_close(without[0], with_u[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(without[1]["state"], with_u[1]["state"], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(without[2], with_u[2], rtol=1e-5, atol=1e-5)
+    assert torch.equal(without[3], with_u[3])
+    assert "uncertainty" in with_u[4] and "uncertainty" not in without[4]
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("batch", [1, 7, 300, MEMBER_LOOP_MIN_ROWS + 88])  # both predict paths
+def test_rollouts_are_equal_with_and_without_uncertainty(
+    model_and_data: tuple[EnsembleDynamics, TransitionBatch], deterministic: bool, batch: int
+) -> None:
+    """Same seed, same draws: five chained steps sample the same rollout either way."""
+    model, data = model_and_data
+    state = model.reset(data.obs)[:batch]
+    g_with, g_without = torch.Generator().manual_seed(11), torch.Generator().manual_seed(11)
+    state_with = state_without = state
+    used: set[int] = set()
+    for t in range(5):
+        action = data.actions.roll(100 * t, dims=0)[:batch]
+        with_u = model.step(state_with, action, generator=g_with, deterministic=deterministic)
+        without = model.step(
+            state_without, action, generator=g_without, deterministic=deterministic, with_uncertainty=False
+        )
+        assert_same_step(with_u, without)
+        state_with, state_without = with_u[0], without[0]
+        used |= set(without[4]["member"].tolist())
+    assert len(used) > 1  # rows really went through different members
+
+
+@pytest.mark.parametrize("elites", [[1, 3], [2]])
+def test_members_no_row_uses_are_skipped(
+    model_and_data: tuple[EnsembleDynamics, TransitionBatch], elites: list[int]
+) -> None:
+    """Elites with gaps (members 0 and 2 unused) and a single elite (every row in one group)."""
+    trained, data = model_and_data
+    model = EnsembleDynamics(replace(trained.config, num_elites=len(elites)), OBS_SPACE, ACTION_SPACE)
+    model.load_state_dict({**trained.state_dict(), "elites": torch.tensor(elites)})
+    state, action = model.reset(data.obs)[:64], data.actions[:64]
+    with_u, without = step_both_ways(model, state, action, seed=5)
+    assert_same_step(with_u, without)
+    assert set(without[4]["member"].tolist()) == set(elites)
+
+
+def test_an_empty_batch_steps_to_empty_outputs(
+    model_and_data: tuple[EnsembleDynamics, TransitionBatch],
+) -> None:
+    model, _ = model_and_data
+    next_state, next_obs, reward, terminated, _ = model.step(
+        torch.zeros(0, 2), torch.zeros(0, 2), generator=torch.Generator(), with_uncertainty=False
+    )
+    assert next_state.shape == next_obs["state"].shape == (0, 2)
+    assert reward.shape == terminated.shape == (0,)
+
+
+def test_predict_runs_the_same_network_as_forward(
+    model_and_data: tuple[EnsembleDynamics, TransitionBatch],
+) -> None:
+    """From MEMBER_LOOP_MIN_ROWS rows ``predict`` runs the members one by one; ``forward`` all at once."""
+    model, data = model_and_data
+    state, action = model.reset(data.obs)[:MEMBER_LOOP_MIN_ROWS], data.actions[:MEMBER_LOOP_MIN_ROWS]
+    prediction = model.predict(state, action)
+    with torch.no_grad():
+        mean, logvar, termination_logit = model(model._inputs(state, action))
+    torch.testing.assert_close(prediction.mean, mean * model.target_std + model.target_mean)
+    torch.testing.assert_close(prediction.std, torch.exp(0.5 * logvar) * model.target_std)
+    torch.testing.assert_close(prediction.termination_logit, termination_logit)
+
+
+def test_stepping_uses_the_current_weights_and_the_model_still_trains() -> None:
+    """Steps between training steps and a weight load see the new weights; outputs need no grad
+    but are ordinary tensors that later autograd code may use."""
+    model = EnsembleDynamics(small_config(), OBS_SPACE, ACTION_SPACE)
+    data = linear_batch(256)
+    model.set_data_statistics(data)
+    state, action = model.reset(data.obs)[:32], data.actions[:32]
+    before = model.step(state, action, generator=torch.Generator().manual_seed(0), with_uncertainty=False)
+    assert not before[0].requires_grad and not before[0].is_inference()
+    weights = model.out.weight.detach().clone()
+    metrics = model.train_step(data)
+    assert not torch.equal(model.out.weight, weights)  # the step changed the weights in place
+    with_u, without = step_both_ways(model, state, action, seed=0)
+    assert_same_step(with_u, without)  # ``with_u`` runs ``predict``: the current weights
+    assert not torch.allclose(without[0], before[0])
+    assert model.train_step(data)["train/loss"] < metrics["train/loss"]  # stepping left training intact
+    (before[0] * torch.ones(2, requires_grad=True)).sum().backward()  # usable in a later graph
+
+    other = EnsembleDynamics(small_config(), OBS_SPACE, ACTION_SPACE)  # another initialisation
+    other.set_data_statistics(data)
+    seeded = torch.Generator().manual_seed(0)
+    assert not torch.allclose(
+        other.step(state, action, generator=seeded, with_uncertainty=False)[0], without[0]
+    )
+    other.load_state_dict(model.state_dict())  # copies into the existing parameters, in place
+    loaded_with, loaded_without = step_both_ways(other, state, action, seed=0)
+    assert_same_step(loaded_with, loaded_without)
+    now = model.step(state, action, generator=torch.Generator().manual_seed(0), with_uncertainty=False)
+    torch.testing.assert_close(loaded_without[0], now[0], rtol=0, atol=0)
+
+
+def test_world_model_env_rollouts_are_equal_with_and_without_reported_uncertainty(
+    model_and_data: tuple[EnsembleDynamics, TransitionBatch],
+) -> None:
+    """The env skips the uncertainty by default; the rollout (with autoresets) is unchanged by it."""
+    from omnigym.world_models.env import WorldModelVectorEnv
+
+    model, data = model_and_data
+    starts = data.obs["state"][:16].numpy()
+    actions = [np.random.default_rng(t).uniform(-1, 1, (8, 2)).astype(np.float32) for t in range(12)]
+    rollouts = []
+    for report in (False, True):
+        envs = WorldModelVectorEnv(model, 8, start_states=starts, horizon=5, report_uncertainty=report)
+        steps = [envs.reset(seed=3)[0]["state"]]
+        for action in actions:
+            obs, reward, terminated, truncated, info = envs.step(action)
+            assert ("uncertainty" in info) == report
+            steps += [obs["state"], reward, terminated, truncated]
+        rollouts.append(steps)
+    for plain, reported in zip(*rollouts, strict=True):
+        np.testing.assert_allclose(plain, reported, rtol=1e-5, atol=1e-5)

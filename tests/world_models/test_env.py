@@ -49,11 +49,20 @@ class LinearWorldModel(WorldModel):
         super().__init__(config, observation_space, action_space)
         self.noise = config.noise
         self.register_buffer("gain", torch.tensor(0.1))
+        self.asked_for_uncertainty: bool | None = None
 
     def reset(self, obs: Obs) -> dict[str, Tensor]:
         return {"state": obs["state"].clone()}
 
-    def step(self, state: Any, action: Tensor, *, generator: torch.Generator | None = None) -> Any:
+    def step(
+        self,
+        state: Any,
+        action: Tensor,
+        *,
+        generator: torch.Generator | None = None,
+        with_uncertainty: bool = True,
+    ) -> Any:
+        self.asked_for_uncertainty = with_uncertainty  # what the env asked for, for the tests to read
         nxt = state["state"] + self.gain * action
         if self.noise > 0:
             nxt = nxt + self.noise * torch.randn(nxt.shape, generator=generator, device=nxt.device)
@@ -207,7 +216,8 @@ def test_horizon_truncates_exactly(model: LinearWorldModel) -> None:
 def test_same_step_autoreset_reports_the_true_final_obs(model: LinearWorldModel) -> None:
     """Rows pushed past |obs| > 3 terminate; the step returns their next start, info their final obs."""
     starts = np.array([[2.95, 0.0, 0.0]], dtype=np.float32)
-    envs = make(model, num_envs=3, start_states=starts)
+    # report_uncertainty: the step info (and so final_info) holds uncertainty only when asked for.
+    envs = make(model, num_envs=3, start_states=starts, report_uncertainty=True)
     obs, _ = envs.reset(seed=0)
     actions = np.array([[1.0], [0.0], [1.0]], dtype=np.float32)  # 2.95 + 0.1 > 3 ends rows 0 and 2
     next_obs, rewards, terminated, truncated, info = envs.step(actions)
@@ -304,14 +314,48 @@ def test_max_uncertainty_truncates_the_uncertain_rows(model: LinearWorldModel) -
 
 def test_uncertainty_settings_need_a_model_that_reports_it(pendulum_spaces: tuple) -> None:
     class Certain(LinearWorldModel):
-        def step(self, state: Any, action: Tensor, *, generator: torch.Generator | None = None) -> Any:
-            out = super().step(state, action, generator=generator)
+        def step(self, state: Any, action: Tensor, **kwargs: Any) -> Any:
+            out = super().step(state, action, **kwargs)
             return (*out[:4], {})
 
     envs = make(Certain(LinearConfig(), *pendulum_spaces), uncertainty_penalty=1.0)
     envs.reset(seed=0)
     with pytest.raises(RuntimeError, match="reports no uncertainty"):
         envs.step(full(0.0))
+
+
+@pytest.mark.parametrize(
+    ("settings", "wanted"),
+    [
+        ({}, False),
+        ({"uncertainty_penalty": 0.5}, True),
+        ({"max_uncertainty": 1.0}, True),
+        ({"report_uncertainty": True}, True),
+    ],
+)
+def test_the_model_computes_uncertainty_only_when_a_setting_needs_it(
+    model: LinearWorldModel, settings: dict, wanted: bool
+) -> None:
+    """Skipping it lets an ensemble run one member per row; the info's keys follow the settings."""
+    envs = make(model, **settings)
+    envs.reset(seed=0)
+    _, _, _, _, info = envs.step(full(0.5))
+    assert model.asked_for_uncertainty is wanted
+    assert ("uncertainty" in info) is wanted  # the fake model reports it either way
+    if wanted:
+        np.testing.assert_array_equal(info["uncertainty"], [0.5] * 4)
+
+
+def test_report_uncertainty_comes_from_the_config(saved: Path) -> None:
+    config = EnvConfig(
+        id=ENV_ID,
+        backend="world_model",
+        world_model=WorldModelEnvConfig(model=str(saved), horizon=4, report_uncertainty=True),
+    )
+    envs = make_vec_env(config)
+    assert isinstance(envs, WorldModelVectorEnv) and envs.report_uncertainty and envs.wants_uncertainty
+    envs.reset(seed=0)
+    assert "uncertainty" in envs.step(np.zeros((envs.num_envs, 1), np.float32))[4]
 
 
 def test_known_reward_replaces_the_learned_one(model: LinearWorldModel) -> None:
@@ -371,7 +415,8 @@ def test_rollout_collector_runs_on_the_model(saved: Path) -> None:
         id=ENV_ID,
         num_envs=2,
         backend="world_model",
-        world_model=WorldModelEnvConfig(model=str(saved), horizon=3),
+        # report_uncertainty: without a setting that asks for it, info (and so stats) has none.
+        world_model=WorldModelEnvConfig(model=str(saved), horizon=3, report_uncertainty=True),
     )
     envs = make_vec_env(config)
     random_cls = POLICIES.get("random")
@@ -424,7 +469,7 @@ def test_off_policy_trainer_trains_in_the_model(saved: Path, tmp_path: Path) -> 
 
 
 def test_single_env_ends_with_the_final_observation(model: LinearWorldModel) -> None:
-    env = WorldModelEnv(model, start_states=STARTS, horizon=3)
+    env = WorldModelEnv(model, start_states=STARTS, horizon=3, report_uncertainty=True)  # info has it
     obs, _ = env.reset(seed=0)
     assert env.observation_space.contains(obs)
     for t in range(3):
