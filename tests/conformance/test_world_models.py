@@ -1,14 +1,22 @@
-"""The WorldModelEnv contract, checked for every registered world model.
+"""The world-model contract, checked for every registered world model on an env it fits.
 
-Each model is built with its default config on Pendulum-v1's spaces (``{"state": Box(3)}`` and
-``Box(1)``, as omnigym presents the env), fitted to its data statistics on a few real
-transitions (untrained weights otherwise), and wrapped in a ``WorldModelVectorEnv`` that starts
-from real Pendulum observations. A model whose optional dependency is missing is skipped.
+State-observation models (every name not in ``DRIVING_MODELS``) are built with their default
+config on Pendulum-v1's spaces (``{"state": Box(3)}`` and ``Box(1)``, as omnigym presents the
+env), fitted to their data statistics on a few real transitions (untrained weights otherwise),
+and wrapped in a ``WorldModelVectorEnv`` that starts from real Pendulum observations.
+
+Driving models (``DRIVING_MODELS``: they move the driving env's background agents instead of
+predicting observations) are built untrained on the driving env's spaces and plugged into a
+``DrivingVectorEnv`` as its traffic: the same spaces as the real env, seeded determinism, a saved
+model (loaded through the env kwargs) stepping identically, and bad actions rejected.
+
+A model whose optional dependency is missing is skipped.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,11 +35,16 @@ HORIZON = 8
 """Shorter than STEPS, so the rollouts include same-step autoresets."""
 
 
+DRIVING_MODELS = frozenset({"traffic"})
+"""Registered world models checked on the driving env (its traffic) rather than on Pendulum."""
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``world_model_name`` over the registry (pytest ids are the names)."""
-    if "world_model_name" in metafunc.fixturenames:
-        names = WORLD_MODELS.names()
-        metafunc.parametrize("world_model_name", names, ids=names)
+    """Parametrize ``world_model_name`` (state models) and ``driving_model_name`` over the registry."""
+    for fixture, driving in (("world_model_name", False), ("driving_model_name", True)):
+        if fixture in metafunc.fixturenames:
+            names = [name for name in WORLD_MODELS.names() if (name in DRIVING_MODELS) == driving]
+            metafunc.parametrize(fixture, names, ids=names)
 
 
 @pytest.fixture(scope="module")
@@ -138,3 +151,92 @@ def test_bad_actions_are_value_errors(model: WorldModel, real_data: tuple) -> No
         envs.step(nan)
     with pytest.raises(ValueError, match="shape"):
         envs.step(np.zeros((NUM_ENVS, 2), np.float32))
+
+
+# --- driving models: the driving env's traffic ---------------------------------------------------------
+DRIVING_ENVS = 2
+DRIVING_STEPS = 6
+"""Plan steps (3 s) of the driving rollouts."""
+
+
+@pytest.fixture(scope="module")
+def driving_kwargs(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Plan-mode driving env settings: three short test-split scenes, cached on disk once."""
+    cache = str(tmp_path_factory.mktemp("world-model-driving-scenes"))
+    return {"action_mode": "plan", "split": "test", "num_scenes": 3, "cache_dir": cache,
+            "scene": {"episode_seconds": 4.0}}  # fmt: skip
+
+
+@pytest.fixture
+def driving_model(driving_model_name: str, driving_kwargs: dict) -> WorldModel:
+    """The registered driving model with its default config (untrained) on the driving env's spaces."""
+    from omnigym.envs.driving.env import DrivingVectorEnv
+
+    cls = WORLD_MODELS.get(driving_model_name)
+    real = DrivingVectorEnv(num_envs=1, **driving_kwargs)
+    real.close()
+    torch.manual_seed(0)
+    return cls(cls.config_class(), real.single_observation_space, real.single_action_space)
+
+
+def make_driving(model: WorldModel | str, kwargs: dict) -> Any:
+    """A driving vector env whose traffic is ``model`` (an object or a saved folder)."""
+    from omnigym.envs.driving.env import DrivingVectorEnv
+
+    if isinstance(model, str):
+        return DrivingVectorEnv(DRIVING_ENVS, traffic="learned", traffic_model_path=model, **kwargs)
+    return DrivingVectorEnv(DRIVING_ENVS, traffic_model=model.agents(), **kwargs)
+
+
+def driving_rollout(envs: Any, seed: int) -> list[np.ndarray]:
+    """Observations, rewards, end flags and agent poses of DRIVING_STEPS plan steps at 5 m/s."""
+    plan = np.zeros((DRIVING_ENVS, 8, 3), np.float32)
+    plan[..., 0] = 2.5 * np.arange(1, 9)
+    obs, _ = envs.reset(seed=seed)
+    out = [*obs.values()]
+    for _ in range(DRIVING_STEPS):
+        obs, reward, terminated, truncated, _ = envs.step(plan)
+        out += [*obs.values(), reward, terminated, truncated, envs.sim.agents_now().pose]
+    envs.close()
+    return out
+
+
+def test_driving_spaces_are_the_real_envs(driving_model: WorldModel, driving_kwargs: dict) -> None:
+    from omnigym.envs.driving.env import DrivingVectorEnv
+
+    envs = make_driving(driving_model, driving_kwargs)
+    real = DrivingVectorEnv(DRIVING_ENVS, **driving_kwargs)
+    assert envs.single_observation_space == real.single_observation_space == driving_model.observation_space
+    assert envs.single_action_space == real.single_action_space == driving_model.action_space
+    obs, _ = envs.reset(seed=0)
+    assert envs.observation_space.contains(obs)
+    real.close()
+    envs.close()
+
+
+def test_driving_seeded_rollouts_are_reproducible(driving_model: WorldModel, driving_kwargs: dict) -> None:
+    first = driving_rollout(make_driving(driving_model, driving_kwargs), seed=1)
+    assert_same(first, driving_rollout(make_driving(driving_model, driving_kwargs), seed=1))
+    other = driving_rollout(make_driving(driving_model, driving_kwargs), seed=2)
+    assert any(not np.array_equal(x, y) for x, y in zip(first, other, strict=True))
+
+
+def test_driving_saved_model_steps_identically(
+    driving_model: WorldModel, driving_kwargs: dict, tmp_path: Path
+) -> None:
+    path = driving_model.save_pretrained(tmp_path / "model")
+    assert type(WorldModel.from_pretrained(path)) is type(driving_model)
+    assert_same(
+        driving_rollout(make_driving(driving_model, driving_kwargs), seed=3),
+        driving_rollout(make_driving(str(path), driving_kwargs), seed=3),
+    )
+
+
+def test_driving_bad_actions_are_value_errors(driving_model: WorldModel, driving_kwargs: dict) -> None:
+    envs = make_driving(driving_model, driving_kwargs)
+    envs.reset(seed=0)
+    plan = np.zeros((DRIVING_ENVS, 8, 3), np.float32)
+    plan[1, 0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        envs.step(plan)
+    envs.close()

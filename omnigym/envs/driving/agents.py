@@ -9,7 +9,7 @@ so they brake for an ego that cuts in. A learned prediction model (PerlAD) plugs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -87,6 +87,40 @@ class TrafficModel(Protocol):
 
     def step(self, ego_pose: np.ndarray, ego_speed: np.ndarray, plan: np.ndarray | None) -> AgentFrame:
         """Advance all slots by 0.1 s and return the agents' new state."""
+
+
+@dataclass
+class TrafficLog:
+    """One scene's logged traffic, given to a :class:`LogTrafficModel` when a slot loads the scene.
+
+    Shapes: ``pose [T, A, 3]``, ``speed/valid [T, A]``, ``size [A, 2]``; the traffic-light stop
+    boxes ``light_pose [K, 3]``, ``light_size [K, 2]`` and their states ``light_state [T, K]``
+    (0 green, 1 yellow, 2 red); ``start`` is the log index of the episode start.
+    """
+
+    pose: np.ndarray
+    speed: np.ndarray
+    valid: np.ndarray
+    size: np.ndarray
+    light_pose: np.ndarray
+    light_size: np.ndarray
+    light_state: np.ndarray
+    start: int
+
+
+@runtime_checkable
+class LogTrafficModel(TrafficModel, Protocol):
+    """A traffic model that also needs the logged paths and the lights, as the IDM agents do.
+
+    The simulator calls ``allocate`` once with its capacities and ``load_log`` before ``reset``
+    whenever a slot loads a scene (models that keep agents on their logged paths need the paths).
+    """
+
+    def allocate(self, num_slots: int, num_steps: int, num_agents: int) -> None:
+        """Size the per-slot state: N slots of logs up to ``num_steps`` steps and ``num_agents`` agents."""
+
+    def load_log(self, slot: int, log: TrafficLog) -> None:
+        """Give ``slot`` the logged traffic of the scene it loads."""
 
 
 class ReactiveAgents:
@@ -242,7 +276,7 @@ class ReactiveAgents:
         waiting = self.clock[:, None] <= self.first_valid  # not in the log yet: held at their entry
         free = self.moving & (self.station < self.arc_end - 1e-6) & ~waiting
         gap, leader_speed = self._leaders(ego_pose[:, :2], free, candidates, valid)
-        accel = idm_acceleration(self.speed, self.desired_speed, gap, leader_speed, self.params)
+        accel = self.acceleration(gap, leader_speed, free)
         new_speed = np.where(free, np.maximum(self.speed + accel * DT, 0.0), 0.0)
         self.station += 0.5 * (self.speed + new_speed) * DT
         self.station = np.where(waiting, self.first_station, self.station)
@@ -252,6 +286,14 @@ class ReactiveAgents:
         for _ in range(3):
             nxt = np.minimum(self.cursor + 1, last)
             self.cursor = np.where(np.take(self.arc, self._first + nxt) <= self.station, nxt, self.cursor)
+
+    def acceleration(self, gap: np.ndarray, leader_speed: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """Acceleration ``[N, A]`` of every agent from its leader's bumper gap and speed (IDM).
+
+        Only the ``free`` agents' values are used. Learned traffic models that keep agents on their
+        logged paths override this (``omnigym.world_models.driving``).
+        """
+        return idm_acceleration(self.speed, self.desired_speed, gap, leader_speed, self.params)
 
     def _leaders(
         self, origin: np.ndarray, rows: np.ndarray, candidates: np.ndarray, valid: np.ndarray

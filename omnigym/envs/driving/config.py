@@ -21,11 +21,14 @@ class DrivingConfig:
     8 poses (x, y, heading; ego frame) at 0.5 s..4 s, tracked for ``replan_every`` steps."""
     replan_every: int = 5
     """Plan mode: 0.1 s steps a plan drives before the next (5 = re-plan every 0.5 s, 40 = open loop)."""
-    traffic: Literal["log", "idm"] = "log"
+    traffic: Literal["log", "idm", "learned"] = "log"
     """``log``: non-reactive log replay (NAVSIM v1); ``idm``: agents keep their logged paths but
-    brake for the ego and each other with IDM. A learned model plugs in via ``traffic_model``."""
+    brake for the ego and each other with IDM; ``learned``: the saved traffic world model at
+    ``traffic_model_path`` moves them (a learned model object also plugs in via ``traffic_model``)."""
     traffic_model: Any = None
     """An object implementing ``agents.TrafficModel`` (overrides ``traffic``); Python use only."""
+    traffic_model_path: str | None = None
+    """With ``traffic="learned"``: a folder saved by ``TrafficWorldModel.save_pretrained``."""
     split: Literal["train", "val", "test"] = "train"
     """Which procedural scenes: disjoint seed ranges (see ``scenes.SPLIT_OFFSETS``)."""
     num_scenes: int = 1000
@@ -70,8 +73,12 @@ class DrivingConfig:
         self.privileged = tuple(self.privileged)
         if self.action_mode not in ("control", "plan"):
             raise ValueError(f"action_mode must be 'control' or 'plan', got {self.action_mode!r}")
-        if self.traffic not in ("log", "idm"):
-            raise ValueError(f"traffic must be 'log' or 'idm', got {self.traffic!r}")
+        if self.traffic not in ("log", "idm", "learned"):
+            raise ValueError(f"traffic must be 'log', 'idm' or 'learned', got {self.traffic!r}")
+        if self.traffic == "learned" and self.traffic_model is None and not self.traffic_model_path:
+            raise ValueError("traffic='learned' needs traffic_model_path (a saved traffic world model)")
+        if self.traffic_model_path and self.traffic != "learned":
+            raise ValueError(f"traffic_model_path is used only with traffic='learned', not {self.traffic!r}")
         if self.split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
         if self.reward not in ("pdms", "epdms"):
@@ -92,6 +99,18 @@ class DrivingConfig:
         if bad:
             raise ValueError(f"unknown scene settings {bad}; SceneConfig has {sorted(scene_fields)}")
         self.observation  # noqa: B018  (validates the observation settings now)
+
+    def make_traffic_model(self) -> Any:
+        """The ``agents.TrafficModel`` a simulator should use, or None for log replay and IDM.
+
+        ``traffic_model`` when set; with ``traffic="learned"``, fresh agents of the world model
+        saved at ``traffic_model_path`` (loaded per simulator: the agents hold per-slot state).
+        """
+        if self.traffic_model is not None or self.traffic != "learned":
+            return self.traffic_model
+        from omnigym.world_models.driving import load_traffic_agents  # torch: only for learned traffic
+
+        return load_traffic_agents(str(self.traffic_model_path))
 
     @property
     def observation(self) -> ObservationConfig:

@@ -304,7 +304,7 @@ def _score_proposals(
     p = poses.shape[0] // len(idx)
     rep = np.repeat(idx, p)
     rows = rep[:, None]
-    if sim.reactive is None and sim.config.traffic_model is None:
+    if sim.reactive is None and sim.model is None:
         t = np.minimum(sim.time[rep, None] + np.arange(HORIZON_STEPS + 1), sim.max_steps - 1)
         agent_pose, agent_speed, agent_valid = (
             sim.agent_pose[rows, t],

@@ -20,7 +20,13 @@ import numpy as np
 from numba import njit
 
 from omnigym.envs.driving import metrics
-from omnigym.envs.driving.agents import AgentFrame, ReactiveAgents, constant_velocity_forecast
+from omnigym.envs.driving.agents import (
+    AgentFrame,
+    LogTrafficModel,
+    ReactiveAgents,
+    TrafficLog,
+    constant_velocity_forecast,
+)
 from omnigym.envs.driving.assets import AssetCache, SceneAssets, build_assets, human_window_scores
 from omnigym.envs.driving.comfort import last_step_weights, savgol_filters
 from omnigym.envs.driving.config import DrivingConfig
@@ -154,7 +160,9 @@ class DrivingSimulator:
         self.epdms_sum = np.zeros(n)
         self.windows_done = np.zeros(n, np.int64)
         self.failed = np.zeros(n, bool)
-        self.model = self.config.traffic_model  # a learned TrafficModel overrides the IDM agents
+        self.model = self.config.make_traffic_model()  # a learned TrafficModel overrides the IDM agents
+        if isinstance(self.model, LogTrafficModel):
+            self.model.allocate(n, t, a)
         self.reactive = (
             ReactiveAgents(n, t, a) if self.config.traffic == "idm" and self.model is None else None
         )
@@ -233,6 +241,20 @@ class DrivingSimulator:
         self.map_index[slot] = assets.raster_index
         self.episode_steps[slot] = scene.episode_steps
         self.command[slot] = scene.route.command
+        if isinstance(self.model, LogTrafficModel):
+            self.model.load_log(
+                slot,
+                TrafficLog(
+                    log.agent_pose,
+                    log.agent_speed,
+                    log.agent_valid,
+                    log.agent_size,
+                    assets.light_pose,
+                    assets.light_size,
+                    log.light_state,
+                    HISTORY_STEPS,
+                ),
+            )
         if self.model is not None:
             s = HISTORY_STEPS
             start = AgentFrame(
@@ -484,7 +506,7 @@ class DrivingSimulator:
         when replaying it (read in place), constant-velocity forecasts otherwise.
         """
         offsets = np.round(TTC_OFFSETS / DT).astype(np.int64)
-        if self.reactive is None and self.config.traffic_model is None:
+        if self.reactive is None and self.model is None:
             time_index = np.minimum(self.time[:, None] + offsets, self.max_steps - 1)
             return self.agent_pose, self.agent_valid, time_index, self.agent_travel
         frame = self.agents_now()
