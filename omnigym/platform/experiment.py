@@ -10,10 +10,11 @@ from typing import Any, Literal
 
 from omnigym.platform.algorithms.base import AlgorithmConfig
 from omnigym.platform.config import ConfigError, build_dataclass, compose, list_options
-from omnigym.platform.registry import ALGORITHMS, POLICIES, Registry, RegistryError
+from omnigym.platform.registry import ALGORITHMS, POLICIES, WORLD_MODELS, Registry, RegistryError
 from omnigym.platform.runtime import RuntimeConfig
 from omnigym.platform.vec_env import EnvConfig
 from omnigym.policies.base import PolicyConfig
+from omnigym.world_models.base import WorldModelConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -61,6 +62,68 @@ class CheckpointConfig:
     """Most recent checkpoints kept on disk."""
 
 
+def _default_world_model() -> WorldModelConfig:
+    """The ensemble's config with its defaults (imported when first needed: it pulls in torch layers)."""
+    from omnigym.world_models.ensemble import EnsembleDynamicsConfig
+
+    return EnsembleDynamicsConfig()
+
+
+@dataclass
+class ModelBasedConfig:
+    """``trainer: model_based``: real data -> a world model -> a policy trained in it -> real evaluation.
+
+    The run collects ``collect_steps`` real steps (or reads ``dataset``), fits ``model`` on them,
+    then trains ``algo`` inside the model through the off-policy or on-policy trainer with
+    ``env.backend: world_model`` (``env.world_model`` sets start states, horizon, known rewards,
+    MOPO's penalty) and evaluates in the real env. ``rounds > 1`` is Dyna: every later round
+    collects ``round_steps`` real steps with the current policy, refits, and trains on.
+    ``total_steps`` counts the policy's env steps inside the model, over all rounds.
+    """
+
+    model: WorldModelConfig = field(default_factory=lambda: _default_world_model())
+    """The world model to fit (``type``: a registered world model, with its settings); default the
+    MBPO ensemble."""
+    dataset: str | None = None
+    """Fit on this Minari dataset of real transitions instead of collecting ``collect_steps``."""
+    collect_steps: int = 2000
+    """Real env steps (whole episodes, uniform random actions) collected before the first fit."""
+    dataset_id: str | None = None
+    """Minari id the collected real data is stored under (default ``omnigym-wm/<run name>-v0``);
+    Dyna rounds add ``-round<r>``."""
+    start_states_from_data: bool = False
+    """Start model episodes from the real data's observations instead of ``env.world_model.start_states``."""
+    max_epochs: int = 100
+    """Fit at most this many epochs (held-out early stopping usually ends it sooner)."""
+    refit_epochs: int = 20
+    """Dyna: epochs of continued fitting after each later round's new data."""
+    batch_size: int = 256
+    """Transitions per world-model optimiser step."""
+    holdout_fraction: float = 0.1
+    """Share of the training transitions held out for early stopping and elite selection."""
+    patience: int = 5
+    """Epochs without improvement before the fit stops (MBPO: 5)."""
+    fidelity_episodes: int = 1
+    """Real episodes kept out of the fit altogether, for the k-step errors of the fidelity report."""
+    ks: list[int] = field(default_factory=lambda: [1, 5, 10, 20])
+    """Horizons of the k-step prediction errors."""
+    rounds: int = 1
+    """Collect -> fit -> train rounds (Dyna when > 1; needs a transition-learning algorithm)."""
+    round_steps: int = 1000
+    """Real env steps collected with the current (stochastic) policy in each round after the first."""
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if self.collect_steps < 1 or self.round_steps < 1 or self.rounds < 1:
+            raise ValueError("model_based.collect_steps, round_steps and rounds must be >= 1")
+        if self.max_epochs < 1 or self.refit_epochs < 1 or self.batch_size < 1:
+            raise ValueError("model_based.max_epochs, refit_epochs and batch_size must be >= 1")
+        if self.fidelity_episodes < 0:
+            raise ValueError("model_based.fidelity_episodes must be >= 0")
+        if not self.ks or min(self.ks) < 1:
+            raise ValueError(f"model_based.ks must be horizons >= 1, got {self.ks}")
+
+
 @dataclass
 class ExperimentConfig:
     """Everything a training run needs; saved as ``config.yaml`` in the run directory."""
@@ -71,10 +134,12 @@ class ExperimentConfig:
     """Seeds torch, NumPy, Python and the training envs."""
     total_steps: int = 100_000
     """Env steps to train for."""
-    trainer: Literal["on_policy", "off_policy", "offline"] = "on_policy"
+    trainer: Literal["on_policy", "off_policy", "offline", "model_based"] = "on_policy"
     """The training loop: ``on_policy`` (PPO, the GRPO family; ``total_steps`` counts env steps),
-    ``off_policy`` (SAC, WSRL: a replay buffer filled online; env steps) or ``offline`` (TD3+BC,
-    IQL, CQL, ...: learns from ``dataset`` alone; ``total_steps`` counts gradient updates)."""
+    ``off_policy`` (SAC, WSRL: a replay buffer filled online; env steps), ``offline`` (TD3+BC,
+    IQL, CQL, ...: learns from ``dataset`` alone; ``total_steps`` counts gradient updates) or
+    ``model_based`` (any of the online algorithms trained inside a world model fitted to real
+    data, ``model_based``; ``total_steps`` counts env steps in the model)."""
     dataset: str | None = None
     """A Minari dataset id (local storage): what ``offline`` learns from; for ``off_policy``,
     offline data mixed into online batches (``algo.offline_data_ratio``)."""
@@ -90,6 +155,8 @@ class ExperimentConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     log: LogConfig = field(default_factory=LogConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    model_based: ModelBasedConfig = field(default_factory=ModelBasedConfig)
+    """The world model and its data (used by ``trainer: model_based``)."""
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""
@@ -97,6 +164,10 @@ class ExperimentConfig:
             raise ValueError("total_steps must be >= 1")
         if self.trainer == "offline" and not self.dataset:
             raise ValueError("trainer offline needs a dataset (a Minari dataset id)")
+        if self.trainer == "model_based" and self.env.backend != "real":
+            raise ValueError(
+                "trainer model_based: leave env.backend real; the trainer swaps in the world model it fits"
+            )
 
 
 def config_dir() -> Path:
@@ -110,8 +181,12 @@ def list_experiments() -> list[str]:
 
 
 def _registry_resolver(base: type, type_name: str, path: str) -> type:
-    """Pick a policy/algorithm config class by its registered ``type`` name."""
-    registries: dict[type, Registry] = {PolicyConfig: POLICIES, AlgorithmConfig: ALGORITHMS}
+    """Pick a policy/algorithm/world-model config class by its registered ``type`` name."""
+    registries: dict[type, Registry] = {
+        PolicyConfig: POLICIES,
+        AlgorithmConfig: ALGORITHMS,
+        WorldModelConfig: WORLD_MODELS,
+    }
     registry = next((r for b, r in registries.items() if issubclass(base, b)), None)
     if registry is None:
         return base

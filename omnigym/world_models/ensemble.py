@@ -174,6 +174,14 @@ def _obs_layout(observation_space: spaces.Dict) -> dict[str, tuple[int, ...]]:
     return layout
 
 
+def _obs_bounds(observation_space: spaces.Dict, layout: dict[str, tuple[int, ...]]) -> tuple[Tensor, Tensor]:
+    """The flat observation's lower and upper bounds (``-inf``/``inf`` where the space has none)."""
+    boxes = [cast(spaces.Box, observation_space[key]) for key in layout]
+    low = torch.cat([torch.as_tensor(box.low, dtype=torch.float32).flatten() for box in boxes])
+    high = torch.cat([torch.as_tensor(box.high, dtype=torch.float32).flatten() for box in boxes])
+    return low, high
+
+
 class EnsembleDynamics(WorldModel):
     """MBPO/MOPO-style probabilistic ensemble over flat state observations.
 
@@ -217,6 +225,11 @@ class EnsembleDynamics(WorldModel):
         self.register_buffer("target_mean", torch.zeros(target_dim))
         self.register_buffer("target_std", torch.ones(target_dim))
         self.register_buffer("elites", torch.arange(config.num_elites))
+        low, high = _obs_bounds(observation_space, self.obs_layout)
+        self.obs_low: Tensor
+        self.obs_high: Tensor
+        self.register_buffer("obs_low", low, persistent=False)  # from the space, not the weights
+        self.register_buffer("obs_high", high, persistent=False)
         self.optimizer = torch.optim.Adam(self._param_groups(), lr=config.learning_rate)
 
     def _param_groups(self) -> list[dict[str, Any]]:
@@ -475,7 +488,9 @@ class EnsembleDynamics(WorldModel):
         if not deterministic:
             noise = self._draw(torch.randn, mean.shape, generator=generator)
             sample = mean + std * noise
-        next_state = state + sample[:, : self.obs_dim]
+        # The real env never leaves its observation space (Pendulum: |thdot| <= 8); a model
+        # pushed past it by a policy would otherwise extrapolate without bound.
+        next_state = torch.clamp(state + sample[:, : self.obs_dim], self.obs_low, self.obs_high)
         reward = sample[:, self.obs_dim].float()
         terminated = termination_logit > self._termination_logit_threshold()
         return next_state, self.unflatten_obs(next_state), reward, terminated, info

@@ -109,6 +109,15 @@ def test_experiment_trains_one_tiny_iteration(name: str, tmp_path: Path) -> None
 
 
 TINY_TRANSITIONS = {"batch_size": 8, "learning_starts": 8, "warmup_steps": 8}
+TINY_MODEL_BASED = [
+    "model_based.collect_steps=60",
+    "model_based.round_steps=20",
+    "model_based.max_epochs=1",
+    "model_based.refit_epochs=1",
+    "model_based.model.num_members=2",
+    "model_based.model.num_elites=1",
+]
+"""World-model experiments: two short real episodes, one epoch of a two-member ensemble."""
 
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
@@ -124,6 +133,7 @@ def test_transition_experiment_trains_briefly(
     algo_overrides = [f"algo.{k}={v}" for k, v in TINY_TRANSITIONS.items() if k in algo_fields]
     run_dir = tmp_path / "run"
     overrides = [o for o in TINY_OVERRIDES if not o.startswith("env.num_envs")]
+    overrides += TINY_MODEL_BASED if experiment.trainer == "model_based" else []
     config = load_experiment(name, [*overrides, *algo_overrides, f"run_dir={run_dir}", "log.every_steps=8"])
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
     if config.dataset:

@@ -457,3 +457,20 @@ def test_world_model_env_rollouts_are_equal_with_and_without_reported_uncertaint
         rollouts.append(steps)
     for plain, reported in zip(*rollouts, strict=True):
         np.testing.assert_allclose(plain, reported, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("with_uncertainty", [True, False])
+def test_predictions_stay_inside_the_observation_space(with_uncertainty: bool) -> None:
+    """A model pushed past the space (Pendulum's |thdot| <= 8) is clipped to it, as the env would be."""
+    space = spaces.Dict(
+        {"state": spaces.Box(np.array([-1.0, -np.inf]), np.array([1.0, np.inf]), dtype=np.float32)}
+    )
+    model = EnsembleDynamics(small_config(deterministic=True), space, ACTION_SPACE)
+    with torch.no_grad():
+        model.target_mean[:2] = torch.tensor([10.0, 10.0])  # every member predicts an obs delta of ~+10
+        model.target_std.fill_(1e-6)
+    state = torch.tensor([[0.5, 0.5], [-0.5, -3.0]])
+    next_state, obs, *_ = model.step(state, torch.zeros(2, 2), with_uncertainty=with_uncertainty)
+    assert next_state[:, 0].tolist() == [1.0, 1.0]  # bounded key: clipped to its upper bound
+    assert next_state[:, 1].tolist() == pytest.approx([10.5, 7.0], abs=1e-3)  # unbounded key: untouched
+    assert torch.equal(obs["state"], next_state)

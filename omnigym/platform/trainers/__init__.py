@@ -10,7 +10,11 @@ if TYPE_CHECKING:
 
 
 def build_trainer(config: ExperimentConfig, run_dir: Path, *, resume: bool = False) -> Any:
-    """The trainer ``config.trainer`` names (``on_policy``, ``off_policy`` or ``offline``)."""
+    """The trainer ``config.trainer`` names: ``on_policy``, ``off_policy``, ``offline`` or ``model_based``."""
+    if config.trainer == "model_based":
+        from omnigym.platform.trainers.model_based import ModelBasedTrainer
+
+        return ModelBasedTrainer(config, run_dir, resume=resume)
     if config.trainer == "offline":
         from omnigym.platform.trainers.offline import OfflineTrainer
 
