@@ -1,23 +1,66 @@
-"""Where the pieces run. The device and thread count are chosen here and nowhere else."""
+"""Where the pieces run. The device and thread count are chosen here and nowhere else.
+
+Two runtimes (``runtime.type``):
+
+* ``local``: the synchronous loop: collect a rollout, then update, in this thread.
+* ``async``: ``num_workers`` env worker threads collect rollout chunks with copies of the policy
+  while the learner (the trainer's thread) updates; weights travel through
+  :mod:`~omnigym.platform.runtime.weight_sync`, chunks through
+  :mod:`~omnigym.platform.runtime.data_manager` with the staleness bound ``max_staleness``
+  (docs/runtime.md). ``ray`` is planned, not available.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
+
+from omnigym.platform.runtime.weight_sync import WeightSyncConfig
 
 
 @dataclass
 class RuntimeConfig:
     """Where collection and learning run."""
 
-    type: Literal["local"] = "local"
-    """``local``: vector envs and the learner in this process (async/ray come with their issue)."""
+    type: Literal["local", "async"] = "local"
+    """``local``: collect then update in this thread; ``async``: env worker threads collect while the
+    learner updates (docs/runtime.md)."""
     device: str = "auto"
     """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
     torch_threads: int = 1
     """Threads for torch's CPU kernels; 1 is fastest for the small networks of state-based RL."""
+    num_workers: int = 2
+    """``async``: env worker threads; ``env.num_envs`` is split evenly between them (each its own
+    vector env, vectorised as ``env.vectorization`` says)."""
+    max_staleness: int = 1
+    """``async``: eta, the most versions a consumed chunk's policy may lag the learner's (AReaL's
+    ``max_head_offpolicyness``). 0 is synchronous (no overlap); 1 lets one collection overlap one update."""
+    weight_sync: WeightSyncConfig = field(default_factory=WeightSyncConfig)
+    """``async``: how the learner's weights reach the workers (sparse deltas by default, lossless)."""
+    poll_interval_s: float = 0.5
+    """``async``: how often the waiting learner checks its workers' health (crashed ones restart)."""
+    stall_timeout_s: float = 600.0
+    """``async``: the learner gives up (an error) when no batch arrived for this long."""
+    max_restarts: int = 10
+    """``async``: crashed env workers restarted in one run before the run fails."""
+    shutdown_timeout_s: float = 60.0
+    """``async``: how long closing waits for each worker to finish its current step and stop."""
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if self.num_workers < 1:
+            raise ValueError(f"runtime.num_workers must be >= 1, got {self.num_workers}")
+        if self.max_staleness < 0:
+            raise ValueError(f"runtime.max_staleness (eta) must be >= 0, got {self.max_staleness}")
+        if self.poll_interval_s <= 0 or self.stall_timeout_s <= 0 or self.shutdown_timeout_s <= 0:
+            raise ValueError(
+                "runtime.poll_interval_s, stall_timeout_s and shutdown_timeout_s must be > 0, got "
+                f"{self.poll_interval_s}, {self.stall_timeout_s}, {self.shutdown_timeout_s}"
+            )
+        if self.max_restarts < 0:
+            raise ValueError(f"runtime.max_restarts must be >= 0, got {self.max_restarts}")
 
 
 def resolve_device(name: str = "auto") -> torch.device:

@@ -27,6 +27,7 @@ from omnigym.platform.groups import GroupCollector, select_envs, stack_envs
 from omnigym.platform.loggers import RunLogger
 from omnigym.platform.registry import ALGORITHMS, POLICIES
 from omnigym.platform.runtime import setup_runtime
+from omnigym.platform.runtime.async_runtime import AsyncRuntime, check_async_support, probe_env_config
 from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
 from omnigym.platform.types import EpisodeStats, Rollout
 from omnigym.platform.vec_env import TorchVectorEnv, make_vec_env
@@ -100,6 +101,10 @@ class OnPolicyTrainer:
     way. An algorithm config with ``simulated_staleness: k`` makes the trainer act with the policy
     of ``k`` updates ago, to study stale data without the asynchronous runtime.
 
+    With ``runtime.type: async`` env worker threads collect while this loop updates
+    (:class:`~omnigym.platform.runtime.async_runtime.AsyncRuntime`, docs/runtime.md): each iteration
+    takes a ``[T, N]`` batch of their chunks instead of collecting, and publishes the new weights.
+
     Args:
         config: the experiment.
         run_dir: where the run is written; with ``resume`` it must hold a checkpoint.
@@ -112,7 +117,10 @@ class OnPolicyTrainer:
         self.run_dir = Path(run_dir)
         self.device = setup_runtime(config.runtime)
         seed_everything(config.seed)
-        self.envs = make_vec_env(config.env, copy_observations=False)  # the collector copies
+        use_async = config.runtime.type == "async"
+        # Async workers build their own envs; here one env only tells the spaces.
+        env_config = probe_env_config(config.env) if use_async else config.env
+        self.envs = make_vec_env(env_config, copy_observations=False)  # the collector copies
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
         self.policy: Policy = POLICIES.get(config.policy.type)(config.policy, obs_space, act_space).to(
             self.device
@@ -123,6 +131,8 @@ class OnPolicyTrainer:
         if isinstance(self.envs, TorchVectorEnv) and config.eval.video:
             raise ValueError(f"eval.video: the batched torch env {config.env.id} records no video")
         self.groups = getattr(self.algorithm, "collects", "steps") == "groups"
+        if use_async:
+            check_async_support(config, groups=self.groups, probe=self.envs)
         self.collector: RolloutCollector | TorchRolloutCollector
         if self.groups:
             group_size = int(getattr(config.algo, "group_size", 0))
@@ -143,6 +153,7 @@ class OnPolicyTrainer:
             self.steps_per_iteration = num_steps * config.env.num_envs
             self.num_iterations = max(1, math.ceil(config.total_steps / self.steps_per_iteration))
             self.planned_steps = self.num_iterations * self.steps_per_iteration
+        self.runtime = AsyncRuntime(config, self.policy) if use_async else None
         self.staleness = int(getattr(config.algo, "simulated_staleness", 0))
         self._weights: deque[dict[str, torch.Tensor]] = deque(maxlen=self.staleness + 1)
         if self.staleness:  # the collector acts with an older copy of the policy
@@ -205,12 +216,18 @@ class OnPolicyTrainer:
                     self.save_checkpoint()
         finally:
             logger.close()
-            self.envs.close()
+            self.close()
         assert self.last_eval is not None
         self.policy.save_pretrained(self.run_dir / "policy")
         results = {"final_eval": self.last_eval, "best_eval": self.best_eval, "total_steps": self.global_step}
         (self.run_dir / RESULTS_FILE).write_text(json.dumps(results, indent=2))
         return TrainResult(self.run_dir, self.last_eval, self.best_eval, self.global_step)
+
+    def close(self) -> None:
+        """Stop the async runtime's workers (joined) and close the envs; idempotent."""
+        if self.runtime is not None:
+            self.runtime.close()
+        self.envs.close()
 
     def _due(self, every_steps: int, previous_steps: int) -> bool:
         """Whether a periodic event falls inside the iteration that just ended."""
@@ -224,7 +241,10 @@ class OnPolicyTrainer:
         start = time.perf_counter()
         self.policy.eval()
         self._load_behaviour_weights()
-        if self.groups:
+        if self.runtime is not None:
+            rollout, stats = self.runtime.next_batch(self.iteration)
+            steps, sampling = self.steps_per_iteration, dict[str, float]()
+        elif self.groups:
             rollout, stats, steps, sampling = self._collect_groups()
         else:
             (rollout, stats), steps, sampling = self.collector.collect(), self.steps_per_iteration, {}
@@ -236,6 +256,9 @@ class OnPolicyTrainer:
         self.iteration += 1
         self.collector.policy_version = self.iteration
         self.env_steps += steps
+        if self.runtime is not None:
+            self.runtime.publish(self.iteration)
+            metrics.update(self.runtime.metrics())
         done = time.perf_counter()
         metrics.update(episode_metrics(stats))
         metrics.update(sampling)
@@ -357,6 +380,8 @@ class OnPolicyTrainer:
 
     def _env_state(self) -> bytes | None:
         """The sub-envs and the collector's episode state, when the envs live in this process."""
+        if self.runtime is not None:  # the envs live in the async workers: resumes start fresh episodes
+            return None
         envs = snapshot_envs(self.envs)
         if envs is None:
             return None
