@@ -22,32 +22,17 @@ from typing import Any
 
 ENV_ID = "omnigym/Driving-v0"
 EVAL_SEED = 1_000_000
-SUB_METRICS = (
-    "pdms",
-    "epdms",
-    "nc",
-    "dac",
-    "ddc",
-    "tlc",
-    "ttc",
-    "ep",
-    "c",
-    "lk",
-    "hc",
-    "ec",
-    "progress",
-    "failed",
-)
 
 
 def evaluate(policy: Any, episodes: int, env_kwargs: dict[str, Any]) -> dict[str, float]:
     """Mean episode metrics of ``policy`` on the test scenes."""
+    from omnigym.envs.driving.metrics import EPISODE_METRICS
     from omnigym.platform.evaluate import evaluate_policy
 
     summary = evaluate_policy(
         policy, ENV_ID, episodes=episodes, seed=EVAL_SEED, env_kwargs=env_kwargs
     ).summary()
-    return {name: round(float(summary[f"{name}_mean"]), 4) for name in SUB_METRICS}
+    return {name: round(float(summary[f"{name}_mean"]), 4) for name in EPISODE_METRICS}
 
 
 def baseline(name: str, env_kwargs: dict[str, Any]) -> Any:

@@ -30,22 +30,6 @@ import numpy as np
 ENV_ID = "omnigym/DrivingPlan-v0"
 EVAL_SEED = 1_000_000
 BASELINES = ("constant_velocity", "pdm_closed", "log_replay")
-SUB_METRICS = (
-    "pdms",
-    "epdms",
-    "nc",
-    "dac",
-    "ddc",
-    "tlc",
-    "ttc",
-    "ep",
-    "c",
-    "lk",
-    "hc",
-    "ec",
-    "progress",
-    "failed",
-)
 
 
 def train_model(num_scenes: int, epochs: int, path: Path) -> dict[str, float]:
@@ -80,6 +64,7 @@ def train_model(num_scenes: int, epochs: int, path: Path) -> dict[str, float]:
 
 def evaluate(name: str, episodes: int, env_kwargs: dict[str, Any]) -> dict[str, float]:
     """Mean episode metrics of baseline ``name`` on the test scenes."""
+    from omnigym.envs.driving.metrics import EPISODE_METRICS
     from omnigym.platform.evaluate import evaluate_policy
     from omnigym.platform.registry import POLICIES
     from omnigym.platform.vec_env import make_env
@@ -90,7 +75,7 @@ def evaluate(name: str, episodes: int, env_kwargs: dict[str, Any]) -> dict[str, 
     policy = cls(cls.config_class(), env.observation_space, env.action_space)
     env.close()
     summary = evaluate_policy(policy, ENV_ID, episodes=episodes, seed=EVAL_SEED, env_kwargs=kwargs).summary()
-    return {metric: round(float(summary[f"{metric}_mean"]), 4) for metric in SUB_METRICS}
+    return {metric: round(float(summary[f"{metric}_mean"]), 4) for metric in EPISODE_METRICS}
 
 
 def throughput(modes: dict[str, dict[str, Any]], steps: int, num_envs: int = 64) -> dict[str, dict[str, int]]:

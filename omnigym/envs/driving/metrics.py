@@ -57,6 +57,8 @@ PDMS_MULTIPLIERS = ("nc", "dac")
 PDMS_WEIGHTS = {"ttc": 5.0, "ep": 5.0, "c": 2.0}
 EPDMS_MULTIPLIERS = ("nc", "dac", "ddc", "tlc")
 EPDMS_WEIGHTS = {"ep": 5.0, "ttc": 5.0, "lk": 2.0, "hc": 2.0, "ec": 2.0}
+EPISODE_METRICS = ("pdms", "epdms", *SUB_METRICS, "progress", "failed")
+"""What an episode reports (``final_info``): both scores, every sub-score, route progress, failure."""
 
 
 @dataclass

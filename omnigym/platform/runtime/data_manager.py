@@ -117,19 +117,7 @@ class DataMetrics:
 
     def flat(self, prefix: str = "data/") -> dict[str, float]:
         """Scalars for a logger: counters, ``staleness_<k>`` and ``accepted/<task>``."""
-        scalars = {
-            name: float(getattr(self, name))
-            for name in (
-                "queue_depth",
-                "accepted",
-                "returned",
-                "dropped_stale",
-                "dropped_capacity",
-                "dropped_budget",
-                "duplicates",
-                "discarded",
-            )
-        }
+        scalars = {name: float(getattr(self, name)) for name in ("queue_depth", *_COUNTERS)}
         scalars.update({f"staleness_{k}": float(n) for k, n in self.staleness.items()})
         scalars.update({f"accepted/{task}": float(n) for task, n in self.accepted_per_task.items()})
         return {prefix + name: value for name, value in scalars.items()}
