@@ -201,8 +201,8 @@ def check_spaces(model: WorldModel, real_env: gym.Env, env_id: str) -> None:
             )
 
 
-def _model_spaces(model: WorldModel) -> tuple[spaces.Dict, spaces.Box]:
-    """The model's spaces, if this env can simulate them: ``Box`` observation keys, a ``Box`` action.
+def _model_spaces(model: WorldModel) -> tuple[spaces.Dict, spaces.Box | spaces.Discrete]:
+    """The model's spaces, if simulable here: ``Box`` observation keys, a ``Box`` or ``Discrete`` action.
 
     Raises:
         TypeError: other spaces.
@@ -210,8 +210,8 @@ def _model_spaces(model: WorldModel) -> tuple[spaces.Dict, spaces.Box]:
     obs_space, action_space = model.observation_space, model.action_space
     if not all(isinstance(s, spaces.Box) for s in obs_space.spaces.values()):
         raise TypeError(f"WorldModelEnv simulates Dict observations of Box keys, got {obs_space}")
-    if not isinstance(action_space, spaces.Box):
-        raise TypeError(f"WorldModelEnv takes Box actions, got {action_space}")
+    if not isinstance(action_space, (spaces.Box, spaces.Discrete)):
+        raise TypeError(f"WorldModelEnv takes Box or Discrete actions, got {action_space}")
     return obs_space, action_space
 
 
@@ -331,8 +331,10 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
         self._returns = np.zeros(num_envs, dtype=np.float64)
         self._starts = np.zeros(num_envs, dtype=np.float64)
-        self._low = torch.as_tensor(self._box.low, device=self.device)
-        self._high = torch.as_tensor(self._box.high, device=self.device)
+        # Discrete actions are range-checked in _checked_action; the clip below then changes nothing.
+        box = self._box if isinstance(self._box, spaces.Box) else spaces.Box(0, np.inf, (1,), np.float32)
+        self._low = torch.as_tensor(box.low, device=self.device)
+        self._high = torch.as_tensor(box.high, device=self.device)
 
     @classmethod
     def from_config(
@@ -444,7 +446,7 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
         if isinstance(actions, Tensor):
             actions = actions.detach().cpu().numpy()
         array = np.asarray(actions)
-        expected = (self.num_envs, *self._box.shape)
+        expected = (self.num_envs, *(self._box.shape or ()))
         if array.shape != expected:
             raise ValueError(
                 f"actions must have shape {expected} (num_envs, *action shape), got {array.shape}"
@@ -453,6 +455,10 @@ class WorldModelVectorEnv(gym.vector.VectorEnv):
             raise ValueError(f"actions must be numbers, got dtype {array.dtype}")
         if not np.isfinite(array).all():
             raise ValueError("actions must be finite; got NaN or inf")
+        if isinstance(self._box, spaces.Discrete):
+            n = int(self._box.n)
+            if (array != np.round(array)).any() or array.min() < 0 or array.max() >= n:
+                raise ValueError(f"discrete actions must be integers in [0, {n}), got {array.tolist()}")
         action = torch.as_tensor(array, dtype=self._low.dtype, device=self.device)
         # Clipped as the real env would (module docstring): the model never saw out-of-bounds actions.
         return torch.clamp(action, self._low, self._high).reshape(self.num_envs, -1)

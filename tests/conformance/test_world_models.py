@@ -1,14 +1,19 @@
 """The world-model contract, checked for every registered world model on an env it fits.
 
-State-observation models (every name not in ``DRIVING_MODELS``) are built with their default
-config on Pendulum-v1's spaces (``{"state": Box(3)}`` and ``Box(1)``, as omnigym presents the
-env), fitted to their data statistics on a few real transitions (untrained weights otherwise),
+State-observation models (every name not in ``DRIVING_MODELS`` or ``IMAGE_MODELS``) are built
+with their default config on Pendulum-v1's spaces (``{"state": Box(3)}`` and ``Box(1)``, as omnigym
+presents the env), fitted to their data statistics on a few real transitions (untrained weights otherwise),
 and wrapped in a ``WorldModelVectorEnv`` that starts from real Pendulum observations.
 
 Driving models (``DRIVING_MODELS``: they move the driving env's background agents instead of
 predicting observations) are built untrained on the driving env's spaces and plugged into a
 ``DrivingVectorEnv`` as its traffic: the same spaces as the real env, seeded determinism, a saved
 model (loaded through the env kwargs) stepping identically, and bad actions rejected.
+
+Image models (``IMAGE_MODELS``: pixel world models) are built untrained with their default config on
+the image-only FrozenLake of ``IMAGE_ENV`` (32x32 RGB frames, ``Discrete(4)`` actions) and checked
+through a ``WorldModelVectorEnv`` the same way, starting from real FrozenLake frames (skipped, with
+the reason, while ``WorldModelVectorEnv`` rejects ``Discrete`` actions).
 
 A model whose optional dependency is missing is skipped.
 """
@@ -37,13 +42,24 @@ HORIZON = 8
 
 DRIVING_MODELS = frozenset({"traffic"})
 """Registered world models checked on the driving env (its traffic) rather than on Pendulum."""
+IMAGE_MODELS = frozenset({"diffusion"})
+"""Registered world models of image observations, checked on ``IMAGE_ENV`` rather than on Pendulum."""
+IMAGE_ENV = ("omnigym/FrozenLake-v0", {"obs_keys": ("image",), "tile_size": 8, "is_slippery": False})
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``world_model_name`` (state models) and ``driving_model_name`` over the registry."""
-    for fixture, driving in (("world_model_name", False), ("driving_model_name", True)):
+    """Parametrize ``world_model_name`` (state), ``driving_model_name`` and ``image_model_name``."""
+    families = {
+        "world_model_name": None,
+        "driving_model_name": DRIVING_MODELS,
+        "image_model_name": IMAGE_MODELS,
+    }
+    for fixture, family in families.items():
         if fixture in metafunc.fixturenames:
-            names = [name for name in WORLD_MODELS.names() if (name in DRIVING_MODELS) == driving]
+            if family is None:
+                names = [name for name in WORLD_MODELS.names() if name not in DRIVING_MODELS | IMAGE_MODELS]
+            else:
+                names = [name for name in WORLD_MODELS.names() if name in family]
             metafunc.parametrize(fixture, names, ids=names)
 
 
@@ -240,3 +256,101 @@ def test_driving_bad_actions_are_value_errors(driving_model: WorldModel, driving
     with pytest.raises(ValueError, match="NaN"):
         envs.step(plan)
     envs.close()
+
+
+# --- image models: pixel world models on image-only FrozenLake ------------------------------------------
+IMAGE_ENVS = 2
+IMAGE_STEPS = 5
+IMAGE_HORIZON = 3
+"""Shorter than IMAGE_STEPS, so the rollouts include same-step autoresets."""
+
+
+@pytest.fixture(scope="module")
+def image_starts() -> np.ndarray:
+    """Four real FrozenLake start frames (four different lakes)."""
+    env_id, kwargs = IMAGE_ENV
+    env = make_env(env_id, **kwargs)
+    starts = np.stack([env.reset(seed=seed)[0]["image"] for seed in range(4)])
+    env.close()
+    return starts
+
+
+@pytest.fixture
+def image_model(image_model_name: str) -> WorldModel:
+    """The registered image model with its default config (untrained) on the game's spaces."""
+    try:
+        cls = WORLD_MODELS.get(image_model_name)
+    except ImportError as exc:
+        pytest.skip(f"{image_model_name}: optional dependency missing: {exc}")
+    env_id, kwargs = IMAGE_ENV
+    env = make_env(env_id, **kwargs)
+    env.close()
+    torch.manual_seed(0)
+    return cls(cls.config_class(), env.observation_space, env.action_space)
+
+
+def make_image(model: WorldModel | str, starts: np.ndarray) -> WorldModelVectorEnv:
+    """The model's env over the game; skipped while ``WorldModelVectorEnv`` takes only ``Box`` actions."""
+    env_id, kwargs = IMAGE_ENV
+    try:
+        return WorldModelVectorEnv(
+            model, IMAGE_ENVS, start_states=starts, env_id=env_id, env_kwargs=kwargs, horizon=IMAGE_HORIZON
+        )
+    except TypeError as exc:
+        if "takes Box actions" not in str(exc):
+            raise
+        pytest.skip(f"WorldModelVectorEnv does not simulate the game's Discrete actions yet: {exc}")
+
+
+def image_rollout(envs: WorldModelVectorEnv, seed: int) -> list[np.ndarray]:
+    """Every frame, reward and end flag of IMAGE_STEPS steps under fixed actions."""
+    rng = np.random.default_rng(0)
+    obs, _ = envs.reset(seed=seed)
+    out = [obs["image"]]
+    for _ in range(IMAGE_STEPS):
+        obs, reward, terminated, truncated, _ = envs.step(rng.integers(0, 4, IMAGE_ENVS))
+        out += [obs["image"], reward, terminated, truncated]
+    return out
+
+
+def test_image_spaces_are_the_real_envs(image_model: WorldModel, image_starts: np.ndarray) -> None:
+    envs = make_image(image_model, image_starts)
+    env_id, kwargs = IMAGE_ENV
+    real = make_env(env_id, **kwargs)
+    assert envs.single_observation_space == real.observation_space
+    assert envs.single_action_space == real.action_space
+    obs, _ = envs.reset(seed=0)
+    assert envs.observation_space.contains(obs)
+    obs, reward, terminated, truncated, _ = envs.step(np.zeros(IMAGE_ENVS, np.int64))
+    assert envs.observation_space.contains(obs) and obs["image"].dtype == np.uint8
+    assert reward.shape == (IMAGE_ENVS,) and np.isfinite(reward).all()
+    assert terminated.dtype == bool and truncated.dtype == bool
+    real.close()
+
+
+def test_image_seeded_rollouts_are_reproducible(image_model: WorldModel, image_starts: np.ndarray) -> None:
+    envs = make_image(image_model, image_starts)
+    first = image_rollout(envs, seed=1)
+    assert_same(first, image_rollout(envs, seed=1))
+    other = image_rollout(envs, seed=2)
+    assert any(not np.array_equal(x, y) for x, y in zip(first, other, strict=True))
+
+
+def test_image_saved_model_steps_identically(
+    image_model: WorldModel, image_starts: np.ndarray, tmp_path: Path
+) -> None:
+    path = image_model.save_pretrained(tmp_path / "model")
+    loaded = make_image(str(path), image_starts)
+    assert type(loaded.model) is type(image_model)
+    assert_same(image_rollout(make_image(image_model, image_starts), seed=3), image_rollout(loaded, seed=3))
+
+
+def test_image_bad_actions_are_value_errors(image_model: WorldModel, image_starts: np.ndarray) -> None:
+    envs = make_image(image_model, image_starts)
+    envs.reset(seed=0)
+    nan = np.zeros(IMAGE_ENVS, np.float32)
+    nan[1] = np.nan
+    with pytest.raises(ValueError, match="finite"):
+        envs.step(nan)
+    with pytest.raises(ValueError, match="shape"):
+        envs.step(np.zeros((IMAGE_ENVS, 2), np.int64))
