@@ -1,4 +1,4 @@
-"""The ``async`` runtime vs the synchronous ``local`` one on a GUI env with per-step latency.
+"""The ``async`` and ``ray`` runtimes vs the synchronous ``local`` one on a GUI env with per-step latency.
 
 The env: ``omnigym/GUI-ClickButton-v0`` (click the instructed button among 2-6 scattered ones; a
 wrong click fails, 5 steps) with a simulated UI latency per step (``latency``, uniform 15-25 ms).
@@ -16,18 +16,23 @@ minibatches), on the same number of envs ``N = 8``, stepped concurrently:
   steps, then updates.
 * ``async``: 2 env workers, each with a :class:`ThreadVectorEnv` of ``N / 2`` envs, collecting while
   the learner updates (``runtime.max_staleness`` 1).
+* ``ray`` (when Ray is installed; ``--runtimes`` chooses): the same 2 workers as Ray actors on a
+  local 2-CPU Ray started once before the runs (as a user's cluster would be); each actor reserves
+  ``2 / num_workers`` CPUs. Its samples/s include starting the actors (a process each, 1-3 s);
+  ``steady`` figures leave out the first iteration of every runtime.
 
 Only the overlap of acting and learning differs, plus one thing that comes with decoupling: a
 worker's vector step waits for the slowest of its 4 latencies, not of all 8. The full run also has a
 fixed latency (no such gain) and 8 workers of 1 env.
 
 Reported: trained samples per second of each runtime over the whole run (``ratio`` = async /
-local), learning curves (training episode return vs samples) and a final deterministic evaluation
-(100 episodes, no latency), the learner's share of the local loop (``learn/env`` = update time /
-collect time: what overlap can hide), and the async metrics (env and learner utilisation,
-staleness, weight-sync bytes). The sweep changes ``num_epochs`` (the learner's time per sample).
-The ideal ratio is ``(E + L) / max(E, L)`` (2 when the learner's time ``L`` equals the env's ``E``);
-on a shared machine the overlapped parts slow each other, which the utilisations show.
+local, ``ray_ratio`` = ray / local), learning curves (training episode return vs samples) and a
+final deterministic evaluation (100 episodes, no latency), the learner's share of the local loop
+(``learn/env`` = update time / collect time: what overlap can hide), and the async metrics (env and
+learner utilisation, staleness, weight-sync bytes). The sweep changes ``num_epochs`` (the
+learner's time per sample). The ideal ratio is ``(E + L) / max(E, L)`` (2 when the learner's
+time ``L`` equals the env's ``E``); on a shared machine the overlapped parts slow each other, which
+the utilisations show.
 
 Last line: one JSON object; ``ratio`` is the balanced setting's (learner time about env time).
 
@@ -202,7 +207,12 @@ def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run
                 "ent_coef": 0.01,
                 "weight_cap": setting.get("weight_cap"),
             },
-            "runtime": {"type": runtime, "num_workers": setting["num_workers"], "max_staleness": 1},
+            "runtime": {
+                "type": runtime,
+                "num_workers": setting["num_workers"],
+                "max_staleness": 1,
+                "ray": {"cpus_per_worker": min(1.0, 2 / setting["num_workers"])},
+            },
             "eval": {"every_steps": 0, "episodes": 100, "seed": 10_000},
             "log": {"progress": False, "tensorboard": False},
             "checkpoint": {"every_steps": 0},
@@ -217,6 +227,7 @@ def train(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir:
     from omnigym.platform.collect import make_collector
     from omnigym.platform.evaluate import evaluate_policy
     from omnigym.platform.runtime.async_runtime import AsyncRuntime
+    from omnigym.platform.runtime.ray_runtime import RayRuntime
     from omnigym.platform.trainers.on_policy import OnPolicyTrainer
 
     config = experiment(runtime, setting, steps, seed, run_dir)
@@ -229,6 +240,8 @@ def train(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir:
 
     if runtime == "async" and setting["num_workers"] < config.env.num_envs:  # several envs per worker
         trainer.runtime = AsyncRuntime(config, trainer.policy, make_envs=thread_envs)
+    if runtime == "ray":  # the actors build the envs themselves (this module travels by value)
+        trainer.runtime = RayRuntime(config, trainer.policy, make_envs=thread_envs)
     if runtime == "local":  # the careful user's vector env: the N latencies overlap
         trainer.envs.close()
         trainer.envs = ThreadVectorEnv(
@@ -241,9 +254,12 @@ def train(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir:
     curve: list[tuple[int, float]] = []
     lines: list[dict[str, float]] = []
     start = time.perf_counter()
+    first_end, first_samples = start, 0
     try:
         while trainer.iteration < trainer.num_iterations:
             metrics = trainer.train_iteration()
+            if trainer.iteration == 1:
+                first_end, first_samples = time.perf_counter(), trainer.global_step
             lines.append(metrics)
             if "rollout/episode_return" in metrics:
                 curve.append((trainer.global_step, metrics["rollout/episode_return"]))
@@ -258,13 +274,14 @@ def train(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir:
         "samples": trainer.global_step,
         "seconds": seconds,
         "sps": trainer.global_step / seconds,
+        "sps_steady": (trainer.global_step - first_samples) / max(start + seconds - first_end, 1e-9),
         "collect_s": collect_s,
         "update_s": update_s,
         "curve": curve,
         "eval_return": result.summary()["return_mean"],
         "torch_threads": torch.get_num_threads(),
     }
-    if runtime == "async":
+    if runtime in ("async", "ray"):
         tail = lines[len(lines) // 4 :] or lines  # past the start-up
         for key in ("runtime/env_util", "runtime/learner_util", "runtime/staleness_mean", "sync/publish_s"):
             out[key] = float(np.mean([m[key] for m in tail]))
@@ -310,21 +327,25 @@ so that the learner's time is spent in kernels, as a real learner's is, rather t
 QUICK = ("env-bound", "balanced", "learner-bound")
 
 
-def compare(name: str, steps: int, seed: int, root: Path) -> dict[str, Any]:
-    """Both runtimes on one setting; returns their figures and the ratio."""
+def compare(name: str, steps: int, seed: int, root: Path, runtimes: tuple[str, ...]) -> dict[str, Any]:
+    """The runtimes on one setting; returns their figures and the ratios to ``local``."""
     setting = SETTINGS[name]
     row: dict[str, Any] = {
         "setting": name,
         "num_epochs": setting["num_epochs"],
         "latency": setting["latency"],
     }
-    for runtime in ("local", "async"):
+    for runtime in runtimes:
         row[runtime] = train(
             runtime, setting, steps, seed, root / f"{name}-{runtime}-{seed}".replace(" ", "_")
         )
     local = row["local"]
     row["learner_over_env"] = local["update_s"] / local["collect_s"]
     row["ratio"] = row["async"]["sps"] / local["sps"]
+    row["ratio_steady"] = row["async"]["sps_steady"] / local["sps_steady"]
+    if "ray" in row:
+        row["ray_ratio"] = row["ray"]["sps"] / local["sps"]
+        row["ray_ratio_steady"] = row["ray"]["sps_steady"] / local["sps_steady"]
     return row
 
 
@@ -348,6 +369,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             " ".join(f"{n:9.2f}" for n in numbers),
             f"{a['runtime/staleness_mean']:5.2f} {loc['eval_return']:5.2f}/{a['eval_return']:5.2f}",
         )
+        if "ray" in row:
+            r = row["ray"]
+            print(
+                f"{'  ray:':30s} {'':9s} {'':9s} {'':9s} {r['sps']:9.2f} {row['ray_ratio']:9.2f}",
+                f"{r['runtime/env_util']:9.2f} {r['runtime/learner_util']:9.2f}",
+                f"{r['runtime/staleness_mean']:5.2f} eval {r['eval_return']:5.2f}",
+                f"(steady ratio: async {row['ratio_steady']:.2f}, ray {row['ray_ratio_steady']:.2f})",
+            )
     for row in rows:
         if "curve_bins" in row:
             bins = len(row["curve_bins"]["local"])
@@ -355,11 +384,49 @@ def print_table(rows: list[dict[str, Any]]) -> None:
                 f"learning curve ({row['setting']}, seed {row.get('seed', 1)}): mean training return per "
                 f"1/{bins} of {row['local']['samples']} samples"
             )
-            for runtime in ("local", "async"):
+            for runtime in ("local", "async", "ray"):
+                if runtime not in row["curve_bins"]:
+                    continue
                 print(
                     f"  {runtime:6s}",
                     " ".join("  -  " if v is None else f"{v:5.2f}" for v in row["curve_bins"][runtime]),
                 )
+
+
+def default_runtimes() -> tuple[str, ...]:
+    """``async``, and ``ray`` where it is installed."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        print("# ray is not installed: comparing async with local only", file=sys.stderr)
+        return ("async",)
+    return ("async", "ray")
+
+
+def start_ray() -> None:
+    """A local 2-CPU Ray for every ``ray`` run (this module's env code travels to the actors by value)."""
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+
+
+def ray_figures(row: dict[str, Any]) -> dict[str, Any]:
+    """The ``ray`` runtime's figures of a row (empty when it did not run)."""
+    if "ray" not in row:
+        return {}
+    ray_run = row["ray"]
+    return {
+        "ray_sps": round(ray_run["sps"], 1),
+        "ray_ratio": round(row["ray_ratio"], 3),
+        "ratio_steady": round(row["ratio_steady"], 3),
+        "ray_ratio_steady": round(row["ray_ratio_steady"], 3),
+        "ray_env_util": round(ray_run["runtime/env_util"], 3),
+        "ray_learner_util": round(ray_run["runtime/learner_util"], 3),
+        "ray_staleness_mean": round(ray_run["runtime/staleness_mean"], 3),
+        "eval_return_ray": ray_run["eval_return"],
+        "curve_ray": row["curve_bins"]["ray"],
+    }
 
 
 def main() -> None:
@@ -367,8 +434,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 settings, 4096 samples each (< 5 min)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/omnigym-bench-async-vs-sync"))
+    parser.add_argument(
+        "--runtimes",
+        nargs="+",
+        choices=("async", "ray"),
+        default=None,
+        help="compared with local (default: async, and ray when it is installed)",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+    runtimes = ("local", *(args.runtimes or default_runtimes()))
+    if "async" not in runtimes:
+        parser.error("--runtimes must include async (its ratio is the headline figure)")
+    if "ray" in runtimes:
+        start_ray()
     steps = 4096
     names = QUICK if args.quick else tuple(SETTINGS)
     rows = []
@@ -376,15 +455,16 @@ def main() -> None:
         long_run = name == "balanced"
         seeds = (1,) if args.quick or not long_run else (1, 2)
         for seed in seeds:
-            row = compare(name, steps if args.quick or not long_run else 4 * steps, seed, args.out)
+            row = compare(name, steps if args.quick or not long_run else 4 * steps, seed, args.out, runtimes)
             row["seed"] = seed
-            row["curve_bins"] = {r: binned(row[r]["curve"], row[r]["samples"], 8) for r in ("local", "async")}
+            row["curve_bins"] = {r: binned(row[r]["curve"], row[r]["samples"], 8) for r in runtimes}
             rows.append(row)
             print(f"# {name} seed {seed}: ratio {row['ratio']:.2f}", file=sys.stderr, flush=True)
     print_table(rows)
     balanced = [row for row in rows if row["setting"] == "balanced"]
     figures = {
         "ratio": float(np.mean([row["ratio"] for row in balanced])),
+        "ray_ratio": float(np.mean([row["ray_ratio"] for row in balanced])) if "ray" in runtimes else None,
         "quick": args.quick,
         "settings": [
             {
@@ -407,6 +487,7 @@ def main() -> None:
                 "eval_return_async": row["async"]["eval_return"],
                 "curve_local": row["curve_bins"]["local"],
                 "curve_async": row["curve_bins"]["async"],
+                **ray_figures(row),
             }
             for row in rows
         ],

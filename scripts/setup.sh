@@ -29,6 +29,6 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/scri
     # No CUDA here: take the CPU build (an unpinned torch would pull a multi-GB CUDA build).
     "$venv/bin/python" -m pip install -q "torch==2.13.0"
   fi
-  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,driving,robotics,gui,games,vlm,diffusion,offline,bench,dev]"
+  "$venv/bin/python" -m pip install -q -e "$root[classic,mujoco,driving,robotics,gui,games,vlm,diffusion,offline,ray,bench,dev]"
   touch "$stamp"
 fi

@@ -1,13 +1,16 @@
 """Where the pieces run. The device and thread count are chosen here and nowhere else.
 
-Two runtimes (``runtime.type``):
+Three runtimes (``runtime.type``):
 
 * ``local``: the synchronous loop: collect a rollout, then update, in this thread.
 * ``async``: ``num_workers`` env worker threads collect rollout chunks with copies of the policy
   while the learner (the trainer's thread) updates; weights travel through
   :mod:`~omnigym.platform.runtime.weight_sync`, chunks through
   :mod:`~omnigym.platform.runtime.data_manager` with the staleness bound ``max_staleness``
-  (docs/runtime.md). ``ray`` is planned, not available.
+  (docs/runtime.md).
+* ``ray``: the same, with each env worker's envs and policy copy in a Ray actor
+  (:mod:`~omnigym.platform.runtime.ray_runtime`); a local Ray by default, a cluster with
+  ``runtime.ray.address``.
 """
 
 from __future__ import annotations
@@ -21,32 +24,57 @@ from omnigym.platform.runtime.weight_sync import WeightSyncConfig
 
 
 @dataclass
+class RayConfig:
+    """Where the ``ray`` runtime's actors run (``runtime.ray``)."""
+
+    address: str | None = None
+    """None: start a local Ray in this process (stopped when training ends); ``auto`` or
+    ``ray://host:port``: join that cluster. An already running ``ray.init`` is used as it is."""
+    num_cpus: int | None = None
+    """CPUs of the local Ray (None: Ray counts them); ignored when joining a cluster."""
+    cpus_per_worker: float = 1.0
+    """CPUs each rollout actor reserves; fractions pack several actors on a core (slow, waiting envs)."""
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if self.cpus_per_worker < 0:
+            raise ValueError(f"runtime.ray.cpus_per_worker must be >= 0, got {self.cpus_per_worker}")
+        if self.num_cpus is not None and self.num_cpus < 1:
+            raise ValueError(f"runtime.ray.num_cpus must be >= 1 or null, got {self.num_cpus}")
+
+
+@dataclass
 class RuntimeConfig:
     """Where collection and learning run."""
 
-    type: Literal["local", "async"] = "local"
+    type: Literal["local", "async", "ray"] = "local"
     """``local``: collect then update in this thread; ``async``: env worker threads collect while the
-    learner updates (docs/runtime.md)."""
+    learner updates; ``ray``: the workers are Ray actors (docs/runtime.md)."""
     device: str = "auto"
     """``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
     torch_threads: int = 1
     """Threads for torch's CPU kernels; 1 is fastest for the small networks of state-based RL."""
     num_workers: int = 2
-    """``async``: env worker threads; ``env.num_envs`` is split evenly between them (each its own
-    vector env, vectorised as ``env.vectorization`` says)."""
+    """``async``/``ray``: env workers (threads or Ray actors); ``env.num_envs`` is split evenly
+    between them (each its own vector env, vectorised as ``env.vectorization`` says)."""
     max_staleness: int = 1
-    """``async``: eta, the most versions a consumed chunk's policy may lag the learner's (AReaL's
-    ``max_head_offpolicyness``). 0 is synchronous (no overlap); 1 lets one collection overlap one update."""
+    """``async``/``ray``: eta, the most versions a consumed chunk's policy may lag the learner's
+    (AReaL's ``max_head_offpolicyness``). 0 is synchronous (no overlap); 1 lets one collection
+    overlap one update."""
     weight_sync: WeightSyncConfig = field(default_factory=WeightSyncConfig)
-    """``async``: how the learner's weights reach the workers (sparse deltas by default, lossless)."""
+    """``async``/``ray``: how the learner's weights reach the workers (sparse deltas by default,
+    lossless)."""
     poll_interval_s: float = 0.5
-    """``async``: how often the waiting learner checks its workers' health (crashed ones restart)."""
+    """``async``/``ray``: how often the waiting learner checks its workers' health (crashed ones
+    restart)."""
     stall_timeout_s: float = 600.0
-    """``async``: the learner gives up (an error) when no batch arrived for this long."""
+    """``async``/``ray``: the learner gives up (an error) when no batch arrived for this long."""
     max_restarts: int = 10
-    """``async``: crashed env workers restarted in one run before the run fails."""
+    """``async``/``ray``: crashed env workers restarted in one run before the run fails."""
     shutdown_timeout_s: float = 60.0
-    """``async``: how long closing waits for each worker to finish its current step and stop."""
+    """``async``/``ray``: how long closing waits for each worker to finish its current step and stop."""
+    ray: RayConfig = field(default_factory=RayConfig)
+    """``ray``: the Ray cluster and each actor's resources."""
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""

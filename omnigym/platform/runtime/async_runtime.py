@@ -32,7 +32,7 @@ from omnigym.platform.runtime.admission import AdmissionGate
 from omnigym.platform.runtime.data_manager import DataManager, DataManagerConfig, TrajectoryId
 from omnigym.platform.runtime.learner import Batch, BatchSource
 from omnigym.platform.runtime.weight_channel import SyncRecord, WeightChannel
-from omnigym.platform.runtime.workers import Chunk, EnvWorker, WorkerPool, WorkerStats
+from omnigym.platform.runtime.workers import Chunk, ChunkWorker, EnvWorker, WorkerPool, WorkerStats
 from omnigym.platform.types import EpisodeStats, Rollout
 from omnigym.platform.vec_env import EnvConfig, TorchVectorEnv, make_vec_env
 from omnigym.policies.base import Policy
@@ -51,16 +51,19 @@ def probe_env_config(env: EnvConfig) -> EnvConfig:
 def check_async_support(config: ExperimentConfig, *, groups: bool, probe: gym.vector.VectorEnv) -> None:
     """Reject what the ``async`` runtime cannot run, with the reason and the way out."""
     runtime, env = config.runtime, config.env
+    kind = runtime.type
     if groups:
         raise ValueError(
-            f"runtime.type async collects fixed-length chunks; {config.algo.type!r} collects episode "
+            f"runtime.type {kind} collects fixed-length chunks; {config.algo.type!r} collects episode "
             "groups: use runtime.type local"
         )
     if isinstance(probe, TorchVectorEnv):
-        raise ValueError(f"runtime.type async: the batched torch env {env.id} steps on one device; use local")
+        raise ValueError(
+            f"runtime.type {kind}: the batched torch env {env.id} steps on one device; use local"
+        )
     if int(getattr(config.algo, "simulated_staleness", 0)):
         raise ValueError(
-            "algo.simulated_staleness simulates the async runtime: set it to 0 with runtime async"
+            f"algo.simulated_staleness simulates the async runtime: set it to 0 with runtime {kind}"
         )
     if env.num_envs % runtime.num_workers:
         raise ValueError(
@@ -206,7 +209,7 @@ class AsyncRuntime:
         return self.pool.discarded_ids
 
     @property
-    def workers(self) -> list[EnvWorker]:
+    def workers(self) -> list[ChunkWorker]:
         """The current workers (replacements included)."""
         return self.pool.workers
 
@@ -218,12 +221,15 @@ class AsyncRuntime:
         metrics = self.data.metrics()
         return metrics.returned + metrics.queue_depth
 
-    def _new_worker(self, worker_id: int, restart: int, first_sequence: int) -> EnvWorker:
+    def _worker_seed(self, worker_id: int, restart: int) -> int:
+        """Sub-env seeds match the local runtime's (seed + i for env i); a replacement's differ."""
+        return self.config.seed + worker_id * self.envs_per_worker + restart * self.config.env.num_envs
+
+    def _new_worker(self, worker_id: int, restart: int, first_sequence: int) -> ChunkWorker:
         """A worker for slot ``worker_id`` (called on the learner's thread: copying the policy is safe)."""
         assert self.gate is not None
         env_config = dataclasses.replace(self.config.env, num_envs=self.envs_per_worker)
-        # Sub-env seeds match the local runtime's (seed + i for env i); a replacement's differ.
-        seed = self.config.seed + worker_id * self.envs_per_worker + restart * self.config.env.num_envs
+        seed = self._worker_seed(worker_id, restart)
         return EnvWorker(
             worker_id,
             make_envs=lambda: self._make_envs(env_config),

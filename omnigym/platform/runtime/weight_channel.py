@@ -84,7 +84,7 @@ class WeightChannel:
             RuntimeError: nothing was published yet.
         """
         start = time.perf_counter()
-        payloads = self._payloads_for(receiver.version)
+        payloads = self.payloads_since(receiver.version)
         if not payloads:
             return None
         try:
@@ -101,8 +101,13 @@ class WeightChannel:
             payloads[0].is_full,
         )
 
-    def _payloads_for(self, version: int | None) -> list[WeightPayload]:
-        """The payloads, oldest first, that take weights of ``version`` to the latest one."""
+    def payloads_since(self, version: int | None) -> list[WeightPayload]:
+        """The payloads, oldest first, that take weights of ``version`` to the latest one.
+
+        Empty when ``version`` is the latest; one full payload for ``None`` (a new receiver) or a
+        version older than the history. Remote receivers (the ``ray`` runtime's actors) are sent
+        these and apply them in order.
+        """
         with self._lock:
             latest = self.publisher.version
             if latest is None:

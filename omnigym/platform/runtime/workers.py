@@ -117,8 +117,109 @@ class TimedVectorEnv(gym.vector.VectorWrapper):
             self.stats.add(env_s=time.perf_counter() - start)
 
 
-class EnvWorker:
-    """One env worker thread (see the module docstring).
+class ChunkWorker:
+    """A worker thread that collects chunks while the staleness window admits them.
+
+    The loop, the chunk ids, the queueing and the crash record are shared; subclasses say where the
+    envs and the acting policy live (:class:`EnvWorker`: in this thread;
+    :class:`~omnigym.platform.runtime.ray_runtime.RayEnvWorker`: in a Ray actor).
+
+    Args:
+        worker_id: the first half of every chunk id; kept by a restarted replacement.
+        data: where chunks go.
+        gate: the staleness window (admission).
+        stop: set by the pool to stop every worker.
+        stats: the counters of this worker slot.
+        first_sequence: the sequence number of this worker's first chunk.
+        poll_interval_s: longest single wait (admission, queue space) before checking ``stop``.
+    """
+
+    def __init__(
+        self,
+        worker_id: int,
+        *,
+        data: DataManager[Chunk],
+        gate: AdmissionGate,
+        stop: threading.Event,
+        stats: WorkerStats,
+        first_sequence: int = 0,
+        poll_interval_s: float = 0.5,
+    ) -> None:
+        self.worker_id = worker_id
+        self._data, self._gate, self._stop, self.stats = data, gate, stop, stats
+        self.next_sequence = first_sequence
+        self.poll_interval_s = poll_interval_s
+        self.in_flight: TrajectoryId | None = None
+        """The id of the chunk being collected (None between chunks)."""
+        self.error: BaseException | None = None
+        """The exception that ended the thread (None while running or after a clean stop)."""
+        self._thread = threading.Thread(target=self._run, name=f"{THREAD_PREFIX}-{worker_id}", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end."""
+        self._thread.join(timeout)
+
+    def is_alive(self) -> bool:
+        """Whether the thread is running."""
+        return self._thread.is_alive()
+
+    @property
+    def crashed(self) -> bool:
+        """The thread ended with an exception."""
+        return not self.is_alive() and self.error is not None
+
+    # --- what subclasses provide ---------------------------------------------------------------
+    def _open(self) -> None:
+        """Build the envs and the acting policy (on the worker's thread)."""
+
+    def _collect(self) -> tuple[Rollout, EpisodeStats, int]:
+        """Bring the weights up to date and collect one chunk: ``(rollout, episodes, policy version)``."""
+        raise NotImplementedError
+
+    def _close(self) -> None:
+        """Release the envs (also after a crash; must not raise)."""
+
+    # --- the loop -----------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._open()
+            while not self._stop.is_set():
+                start = time.perf_counter()
+                admitted = self._gate.acquire(timeout=self.poll_interval_s)
+                self.stats.add(wait_s=time.perf_counter() - start)
+                if not admitted:
+                    continue  # timed out (check stop) or closed (stop is already set)
+                try:
+                    self._collect_chunk()
+                finally:
+                    self._gate.release()
+        except BaseException as exc:  # any failure: the pool restarts the worker
+            self.error = exc
+            if not self._stop.is_set():
+                log.warning("env worker %d crashed: %r", self.worker_id, exc, exc_info=exc)
+        finally:
+            self._close()
+
+    def _collect_chunk(self) -> None:
+        """Collect one chunk under a fresh id and queue it (or abandon it when stopping)."""
+        chunk_id = (self.worker_id, self.next_sequence)
+        self.next_sequence += 1
+        self.in_flight = chunk_id
+        rollout, episodes, version = self._collect()
+        if self._stop.is_set():
+            return  # shutting down: the chunk is abandoned, never put
+        chunk = Chunk(rollout, episodes, chunk_id, version)
+        self._data.put(chunk, chunk.policy_version, chunk_id, timeout=self.poll_interval_s)
+        self.in_flight = None
+        self.stats.add(chunks=1, env_steps=rollout.num_steps * rollout.num_envs)
+
+
+class EnvWorker(ChunkWorker):
+    """An env worker whose vector env and policy copy live in its own thread.
 
     Args:
         worker_id: the first half of every chunk id; kept by a restarted replacement.
@@ -151,84 +252,49 @@ class EnvWorker:
         first_sequence: int = 0,
         poll_interval_s: float = 0.5,
     ) -> None:
-        self.worker_id = worker_id
+        super().__init__(
+            worker_id,
+            data=data,
+            gate=gate,
+            stop=stop,
+            stats=stats,
+            first_sequence=first_sequence,
+            poll_interval_s=poll_interval_s,
+        )
         self.policy = policy.eval()
         self.device = policy.device
-        self._make_envs, self._channel, self._data, self._gate = make_envs, channel, data, gate
+        self._make_envs, self._channel = make_envs, channel
         self.num_steps, self.seed = num_steps, seed
-        self._stop, self.stats = stop, stats
-        self.next_sequence = first_sequence
-        self.poll_interval_s = poll_interval_s
         self.receiver = WeightReceiver(self.device)
-        self.in_flight: TrajectoryId | None = None
-        """The id of the chunk being collected (None between chunks)."""
-        self.error: BaseException | None = None
-        """The exception that ended the thread (None while running or after a clean stop)."""
-        self._thread = threading.Thread(target=self._run, name=f"{THREAD_PREFIX}-{worker_id}", daemon=True)
+        self._envs: gym.vector.VectorEnv | None = None
+        self._collector: RolloutCollector | None = None
 
     @property
     def weights_version(self) -> int | None:
         """The version of the weights this worker's policy holds."""
         return self.receiver.version
 
-    def start(self) -> None:
-        """Start the thread."""
-        self._thread.start()
+    def _open(self) -> None:
+        self._envs = TimedVectorEnv(self._make_envs(), self.stats)
+        self._collector = RolloutCollector(self._envs, self.policy, self.num_steps, self.device)
+        self._collector.reset(seed=self.seed)
 
-    def join(self, timeout: float | None = None) -> None:
-        """Wait for the thread to end."""
-        self._thread.join(timeout)
-
-    def is_alive(self) -> bool:
-        """Whether the thread is running."""
-        return self._thread.is_alive()
-
-    @property
-    def crashed(self) -> bool:
-        """The thread ended with an exception."""
-        return not self.is_alive() and self.error is not None
-
-    def _run(self) -> None:
-        envs: gym.vector.VectorEnv | None = None
-        try:
-            envs = TimedVectorEnv(self._make_envs(), self.stats)
-            collector = RolloutCollector(envs, self.policy, self.num_steps, self.device)
-            collector.reset(seed=self.seed)
-            while not self._stop.is_set():
-                start = time.perf_counter()
-                admitted = self._gate.acquire(timeout=self.poll_interval_s)
-                self.stats.add(wait_s=time.perf_counter() - start)
-                if not admitted:
-                    continue  # timed out (check stop) or closed (stop is already set)
-                try:
-                    self._collect_chunk(collector)
-                finally:
-                    self._gate.release()
-        except BaseException as exc:  # any failure: the pool restarts the worker
-            self.error = exc
-            log.warning("env worker %d crashed: %r", self.worker_id, exc, exc_info=exc)
-        finally:
-            if envs is not None:
-                try:
-                    envs.close()
-                except Exception:  # a broken env may fail to close: nothing to do
-                    log.debug("env worker %d: closing its envs failed", self.worker_id, exc_info=True)
-
-    def _collect_chunk(self, collector: RolloutCollector) -> None:
-        """Sync weights, collect one chunk, queue it (or abandon it when stopping)."""
+    def _collect(self) -> tuple[Rollout, EpisodeStats, int]:
+        assert self._collector is not None
         self._sync_weights()
-        assert self.receiver.version is not None
-        chunk_id = (self.worker_id, self.next_sequence)
-        self.next_sequence += 1
-        self.in_flight = chunk_id
-        collector.policy_version = self.receiver.version
-        rollout, episodes = collector.collect()
-        if self._stop.is_set():
-            return  # shutting down: the chunk is abandoned, never put
-        chunk = Chunk(rollout, episodes, chunk_id, self.receiver.version)
-        self._data.put(chunk, chunk.policy_version, chunk_id, timeout=self.poll_interval_s)
-        self.in_flight = None
-        self.stats.add(chunks=1, env_steps=rollout.num_steps * rollout.num_envs)
+        version = self.receiver.version
+        assert version is not None
+        self._collector.policy_version = version
+        rollout, episodes = self._collector.collect()
+        return rollout, episodes, version
+
+    def _close(self) -> None:
+        if self._envs is None:
+            return
+        try:
+            self._envs.close()
+        except Exception:  # a broken env may fail to close: nothing to do
+            log.debug("env worker %d: closing its envs failed", self.worker_id, exc_info=True)
 
     def _sync_weights(self) -> None:
         record = self._channel.sync(self.receiver)
@@ -245,7 +311,7 @@ class EnvWorker:
         )
 
 
-WorkerFactory = Callable[[int, int, int], EnvWorker]
+WorkerFactory = Callable[[int, int, int], ChunkWorker]
 """``factory(worker_id, restart, first_sequence)``: a new, unstarted worker for a slot."""
 
 
@@ -265,7 +331,7 @@ class WorkerPool:
     ) -> None:
         self._factory, self.num_workers, self._stop = factory, num_workers, stop
         self.max_restarts = max_restarts
-        self.workers: list[EnvWorker] = []
+        self.workers: list[ChunkWorker] = []
         self.restarts = 0
         self.discarded_ids: list[TrajectoryId] = []
         """In-flight chunks lost with crashed workers (never put, so never returned)."""

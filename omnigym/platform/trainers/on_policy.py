@@ -28,6 +28,7 @@ from omnigym.platform.loggers import RunLogger
 from omnigym.platform.registry import ALGORITHMS, POLICIES
 from omnigym.platform.runtime import setup_runtime
 from omnigym.platform.runtime.async_runtime import AsyncRuntime, check_async_support, probe_env_config
+from omnigym.platform.runtime.ray_runtime import RayRuntime
 from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
 from omnigym.platform.types import EpisodeStats, Rollout
 from omnigym.platform.vec_env import TorchVectorEnv, make_vec_env
@@ -104,6 +105,8 @@ class OnPolicyTrainer:
     With ``runtime.type: async`` env worker threads collect while this loop updates
     (:class:`~omnigym.platform.runtime.async_runtime.AsyncRuntime`, docs/runtime.md): each iteration
     takes a ``[T, N]`` batch of their chunks instead of collecting, and publishes the new weights.
+    ``runtime.type: ray`` is the same with the workers' envs in Ray actors
+    (:class:`~omnigym.platform.runtime.ray_runtime.RayRuntime`).
 
     Args:
         config: the experiment.
@@ -117,7 +120,7 @@ class OnPolicyTrainer:
         self.run_dir = Path(run_dir)
         self.device = setup_runtime(config.runtime)
         seed_everything(config.seed)
-        use_async = config.runtime.type == "async"
+        use_async = config.runtime.type in ("async", "ray")
         # Async workers build their own envs; here one env only tells the spaces.
         env_config = probe_env_config(config.env) if use_async else config.env
         self.envs = make_vec_env(env_config, copy_observations=False)  # the collector copies
@@ -153,7 +156,10 @@ class OnPolicyTrainer:
             self.steps_per_iteration = num_steps * config.env.num_envs
             self.num_iterations = max(1, math.ceil(config.total_steps / self.steps_per_iteration))
             self.planned_steps = self.num_iterations * self.steps_per_iteration
-        self.runtime = AsyncRuntime(config, self.policy) if use_async else None
+        self.runtime: AsyncRuntime | None = None
+        if use_async:
+            runtime_class = RayRuntime if config.runtime.type == "ray" else AsyncRuntime
+            self.runtime = runtime_class(config, self.policy)
         self.staleness = int(getattr(config.algo, "simulated_staleness", 0))
         self._weights: deque[dict[str, torch.Tensor]] = deque(maxlen=self.staleness + 1)
         if self.staleness:  # the collector acts with an older copy of the policy

@@ -310,7 +310,8 @@ def test_local_runtime_is_unchanged(tmp_path: Path) -> None:
     [
         ({"num_workers": 0}, "runtime.num_workers must be >= 1"),
         ({"max_staleness": -1}, "runtime.max_staleness"),
-        ({"type": "ray"}, "runtime.type"),
+        ({"type": "cluster"}, "runtime.type"),
+        ({"ray": {"cpus_per_worker": -1}}, "runtime.ray.cpus_per_worker"),
         ({"weight_sync": {"mode": "delta"}}, "runtime.weight_sync.mode"),
     ],
 )

@@ -120,6 +120,7 @@ def test_warm_start_then_wsrl_warmup_keeps_weights_and_offline_data_out(
         assert torch.equal(a, b)
 
 
+@pytest.mark.slow  # ~30 s on 2 cores: run with scripts/test.sh -m slow
 def test_sac_learns_pendulum(tmp_path: Path) -> None:
     result = run("sac_pendulum", tmp_path, "eval.every_steps=0").train()
     assert result.total_steps == 4000

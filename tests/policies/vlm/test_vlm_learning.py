@@ -35,6 +35,7 @@ def success(policy: VLMPolicy) -> float:
     return float(result.summary()["success_rate"])
 
 
+@pytest.mark.slow  # ~150 s on 2 cores: run with scripts/test.sh -m slow
 @pytest.mark.timeout(900)
 def test_tiny_vlm_improves_with_sft_then_grpo(tiny_models, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
