@@ -10,4 +10,4 @@ bin="${OMNIGYM_VENV:-$root/.venv}/bin"
 "$bin/ruff" check omnigym tests bench
 "$bin/ruff" format --check omnigym tests bench
 "$bin/mypy" omnigym
-"$bin/python" -m pytest -q "$@"
+"$bin/python" -m pytest -q --durations=15 "$@"

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from omnigym.platform.config import ConfigError
-from omnigym.platform.experiment import ExperimentConfig, build_experiment, load_experiment
+from omnigym.platform.experiment import build_experiment, load_experiment
 from omnigym.platform.runtime import RuntimeConfig
 from omnigym.platform.runtime.admission import AdmissionGate
 from omnigym.platform.runtime.learner import concat_rollouts
@@ -55,32 +55,6 @@ if CRASHING_ID not in gym.registry:
     gym.register(CRASHING_ID, entry_point=CrashingCartPole, max_episode_steps=500)
 
 
-def make_config(tmp_path: Path, **overrides) -> ExperimentConfig:
-    data = {
-        "name": "async_test",
-        "seed": 3,
-        "total_steps": 4096,
-        "run_dir": str(tmp_path / "run"),
-        "env": {"id": "CartPole-v1", "num_envs": 4},
-        "algo": {
-            "type": "decoupled_ppo",
-            "num_steps": 32,
-            "num_epochs": 10,
-            "num_minibatches": 1,
-            "learning_rate": 1e-3,
-            "gamma": 0.98,
-            "gae_lambda": 0.8,
-            "ent_coef": 0.0,
-        },
-        "runtime": {"type": "async", "num_workers": 2, "max_staleness": 1, "poll_interval_s": 0.05},
-        "eval": {"every_steps": 0, "episodes": 2},
-        "log": {"progress": False, "tensorboard": False},
-    }
-    for key, value in overrides.items():
-        data[key] = {**data[key], **value} if isinstance(value, dict) else value
-    return build_experiment(data)
-
-
 def worker_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)]
 
@@ -101,9 +75,9 @@ def assert_exactly_once(consumed, discarded=()) -> None:
     assert not set(ids) & set(discarded), "a discarded in-flight chunk reached the learner"
 
 
-def test_async_decoupled_ppo_learns_cartpole_within_staleness(tmp_path: Path) -> None:
+def test_async_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, tmp_path: Path) -> None:
     torch.manual_seed(0)
-    config = make_config(tmp_path, total_steps=16384)
+    config = make_experiment(tmp_path / "run", "async", total_steps=16384)
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     lines = run_iterations(trainer)
 
@@ -127,9 +101,9 @@ def test_async_decoupled_ppo_learns_cartpole_within_staleness(tmp_path: Path) ->
     assert worker_threads() == []
 
 
-def test_crashed_worker_is_restarted_and_its_chunk_discarded(tmp_path: Path) -> None:
+def test_crashed_worker_is_restarted_and_its_chunk_discarded(make_experiment, tmp_path: Path) -> None:
     CrashingCartPole.CRASH.update(armed=True, at=100, always=False, crashes=0)
-    config = make_config(tmp_path, total_steps=3072, env={"id": CRASHING_ID})
+    config = make_experiment(tmp_path / "run", "async", total_steps=3072, env={"id": CRASHING_ID})
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     try:
         lines = run_iterations(trainer)
@@ -156,9 +130,9 @@ def test_crashed_worker_is_restarted_and_its_chunk_discarded(tmp_path: Path) -> 
     assert worker_threads() == []
 
 
-def test_too_many_crashes_fail_the_run_cleanly(tmp_path: Path) -> None:
+def test_too_many_crashes_fail_the_run_cleanly(make_experiment, tmp_path: Path) -> None:
     CrashingCartPole.CRASH.update(always=True, crashes=0)
-    config = make_config(tmp_path, env={"id": CRASHING_ID}, runtime={"max_restarts": 2})
+    config = make_experiment(tmp_path / "run", "async", env={"id": CRASHING_ID}, runtime={"max_restarts": 2})
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     try:
         with pytest.raises(RuntimeError, match="max_restarts") as info:
@@ -169,8 +143,8 @@ def test_too_many_crashes_fail_the_run_cleanly(tmp_path: Path) -> None:
     assert worker_threads() == []
 
 
-def test_workers_hold_bit_identical_copies_of_published_weights(tmp_path: Path) -> None:
-    config = make_config(tmp_path, total_steps=1024)
+def test_workers_hold_bit_identical_copies_of_published_weights(make_experiment, tmp_path: Path) -> None:
+    config = make_experiment(tmp_path / "run", "async", total_steps=1024)
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     published = {0: {k: v.clone() for k, v in trainer.policy.state_dict().items()}}
     try:
@@ -296,8 +270,8 @@ def test_experiment_config_switches_to_async_and_leaks_no_threads(tmp_path: Path
     assert worker_threads() == []
 
 
-def test_local_runtime_is_unchanged(tmp_path: Path) -> None:
-    config = make_config(tmp_path, total_steps=256, runtime={"type": "local"})
+def test_local_runtime_is_unchanged(make_experiment, tmp_path: Path) -> None:
+    config = make_experiment(tmp_path / "run", "async", total_steps=256, runtime={"type": "local"})
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     assert trainer.runtime is None and trainer.envs.num_envs == 4
     metrics = trainer.train_iteration()
@@ -315,9 +289,11 @@ def test_local_runtime_is_unchanged(tmp_path: Path) -> None:
         ({"weight_sync": {"mode": "delta"}}, "runtime.weight_sync.mode"),
     ],
 )
-def test_bad_runtime_config_is_a_clear_error(tmp_path: Path, runtime: dict, message: str) -> None:
+def test_bad_runtime_config_is_a_clear_error(
+    make_experiment, tmp_path: Path, runtime: dict, message: str
+) -> None:
     with pytest.raises(ConfigError, match=message):
-        make_config(tmp_path, runtime=runtime)
+        make_experiment(tmp_path / "run", "async", runtime=runtime)
     with pytest.raises(ValueError):
         RuntimeConfig(
             **{k: v for k, v in runtime.items() if k in ("num_workers", "max_staleness")}
@@ -333,21 +309,25 @@ def test_bad_runtime_config_is_a_clear_error(tmp_path: Path, runtime: dict, mess
         ({"algo": {"type": "grpo", "group_size": 2}}, "groups"),
     ],
 )
-def test_unsupported_async_setups_are_refused(tmp_path: Path, overrides: dict, message: str) -> None:
+def test_unsupported_async_setups_are_refused(
+    make_experiment, tmp_path: Path, overrides: dict, message: str
+) -> None:
     if overrides["algo" if "algo" in overrides else "runtime"].get("type") == "grpo":
-        config = make_config(tmp_path)
+        config = make_experiment(tmp_path / "run", "async")
         config.algo = build_experiment({"algo": overrides["algo"]}).algo
     else:
-        config = make_config(tmp_path, **overrides)
+        config = make_experiment(tmp_path / "run", "async", **overrides)
     with pytest.raises(ValueError, match=message):
         OnPolicyTrainer(config, tmp_path / "run")
     assert worker_threads() == []
 
 
-def test_async_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
-    first = make_config(tmp_path, total_steps=256)
+def test_async_run_resumes_from_its_checkpoint(make_experiment, tmp_path: Path) -> None:
+    first = make_experiment(tmp_path / "run", "async", total_steps=256)
     OnPolicyTrainer(first, tmp_path / "run").train()
-    resumed = OnPolicyTrainer(make_config(tmp_path, total_steps=512), tmp_path / "run", resume=True)
+    resumed = OnPolicyTrainer(
+        make_experiment(tmp_path / "run", "async", total_steps=512), tmp_path / "run", resume=True
+    )
     assert resumed.iteration == 2
     resumed.train()
     assert resumed.runtime is not None
@@ -359,8 +339,8 @@ def test_async_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("algo", ["ppo", "decoupled_ppo", "a3po", "vtrace"])
-def test_every_step_collecting_algorithm_runs_async(tmp_path: Path, algo: str) -> None:
-    config = make_config(tmp_path, total_steps=512)
+def test_every_step_collecting_algorithm_runs_async(make_experiment, tmp_path: Path, algo: str) -> None:
+    config = make_experiment(tmp_path / "run", "async", total_steps=512)
     config.algo = build_experiment({"algo": {"type": algo, "num_steps": 32, "num_epochs": 1}}).algo
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     lines = run_iterations(trainer)

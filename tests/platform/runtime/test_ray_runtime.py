@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import torch
 
-from omnigym.platform.experiment import ExperimentConfig, build_experiment
 from omnigym.platform.runtime.ray_runtime import RayEnvWorker, RayRuntime, import_ray
 from omnigym.platform.runtime.weight_sync import bit_view
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer
@@ -33,32 +32,6 @@ def ray_session():
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield
     ray.shutdown()
-
-
-def make_config(tmp_path: Path, **overrides) -> ExperimentConfig:
-    data = {
-        "name": "ray_test",
-        "seed": 3,
-        "total_steps": 4096,
-        "run_dir": str(tmp_path / "run"),
-        "env": {"id": "CartPole-v1", "num_envs": 4},
-        "algo": {
-            "type": "decoupled_ppo",
-            "num_steps": 32,
-            "num_epochs": 10,
-            "num_minibatches": 1,
-            "learning_rate": 1e-3,
-            "gamma": 0.98,
-            "gae_lambda": 0.8,
-            "ent_coef": 0.0,
-        },
-        "runtime": {"type": "ray", "num_workers": 2, "max_staleness": 1, "poll_interval_s": 0.05},
-        "eval": {"every_steps": 0, "episodes": 2},
-        "log": {"progress": False, "tensorboard": False},
-    }
-    for key, value in overrides.items():
-        data[key] = {**data[key], **value} if isinstance(value, dict) else value
-    return build_experiment(data)
 
 
 def run_iterations(trainer: OnPolicyTrainer, after_iteration=None) -> list[dict[str, float]]:
@@ -107,9 +80,9 @@ def live_actor_count(runtime: RayRuntime, within_s: float = 20.0) -> int:
     return alive
 
 
-def test_ray_decoupled_ppo_learns_cartpole_within_staleness(tmp_path: Path) -> None:
+def test_ray_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, tmp_path: Path) -> None:
     torch.manual_seed(0)
-    config = make_config(tmp_path, total_steps=24576)
+    config = make_experiment(tmp_path / "run", "ray", total_steps=24576)
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     assert isinstance(trainer.runtime, RayRuntime)
     lines = run_iterations(trainer)
@@ -133,8 +106,10 @@ def test_ray_decoupled_ppo_learns_cartpole_within_staleness(tmp_path: Path) -> N
     assert live_actor_count(runtime) == 0, "closing the runtime left actors running"
 
 
-def test_killing_a_rollout_actor_mid_run_does_not_stop_training(tmp_path: Path) -> None:
-    config = make_config(tmp_path, total_steps=128 * 2000)  # a cap; the run stops once the checks can be made
+def test_killing_a_rollout_actor_mid_run_does_not_stop_training(make_experiment, tmp_path: Path) -> None:
+    config = make_experiment(
+        tmp_path / "run", "ray", total_steps=128 * 2000
+    )  # a cap; the run stops once the checks can be made
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     runtime = trainer.runtime
     assert isinstance(runtime, RayRuntime)
@@ -181,8 +156,8 @@ def failing_envs(env_config: EnvConfig):
     raise RuntimeError("injected env construction failure")
 
 
-def test_actors_that_keep_failing_end_the_run_with_the_cause(tmp_path: Path) -> None:
-    config = make_config(tmp_path, runtime={"max_restarts": 2})
+def test_actors_that_keep_failing_end_the_run_with_the_cause(make_experiment, tmp_path: Path) -> None:
+    config = make_experiment(tmp_path / "run", "ray", runtime={"max_restarts": 2})
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     trainer.runtime = RayRuntime(config, trainer.policy, make_envs=failing_envs)
     with pytest.raises(RuntimeError, match="max_restarts") as info:
@@ -192,8 +167,8 @@ def test_actors_that_keep_failing_end_the_run_with_the_cause(tmp_path: Path) -> 
     assert live_actor_count(trainer.runtime) == 0
 
 
-def test_actors_hold_bit_identical_copies_of_published_weights(tmp_path: Path) -> None:
-    config = make_config(tmp_path, total_steps=1024)
+def test_actors_hold_bit_identical_copies_of_published_weights(make_experiment, tmp_path: Path) -> None:
+    config = make_experiment(tmp_path / "run", "ray", total_steps=1024)
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     runtime = trainer.runtime
     assert isinstance(runtime, RayRuntime)
@@ -218,8 +193,10 @@ def test_actors_hold_bit_identical_copies_of_published_weights(tmp_path: Path) -
     assert config.runtime.num_workers <= metrics["sync/full_syncs"] < len(runtime.consumed) / 2
 
 
-def test_more_worker_cpus_than_the_cluster_has_is_a_clear_error(tmp_path: Path) -> None:
-    config = make_config(tmp_path, runtime={"num_workers": 4, "ray": {"cpus_per_worker": 1.0}})
+def test_more_worker_cpus_than_the_cluster_has_is_a_clear_error(make_experiment, tmp_path: Path) -> None:
+    config = make_experiment(
+        tmp_path / "run", "ray", runtime={"num_workers": 4, "ray": {"cpus_per_worker": 1.0}}
+    )
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     with pytest.raises(ValueError, match="need 4 CPUs but the Ray cluster has 2"):
         run_iterations(trainer)
