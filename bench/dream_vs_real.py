@@ -1,6 +1,6 @@
-"""Dream vs real: SAC trained only inside a learned Pendulum-v1 model vs SAC on the real env.
+"""Dream vs real: a policy trained only inside a learned world model vs one trained in the real env.
 
-Per seed, on Pendulum-v1:
+``--task pendulum`` (the default), per seed, on Pendulum-v1 with SAC:
 
 1. Real: ``configs/experiment/sac_pendulum.yaml`` for ``S`` real env steps (random actions for the
    first 1,000, then one SAC update per step: ``S - 1000`` updates), checkpoints every ``S / 4``.
@@ -24,7 +24,36 @@ steps/s (4,096 rows) / real env steps/s.
 Full: seeds 1-3, S = 4,000. ``--quick``: seed 1, S = 3,000, 5 episodes for the ranking.
 Last line: one JSON object with ``ratio`` and every figure.
 
-Usage: ``omnigym bench dream_vs_real [--quick] [--out DIR]``
+``--task driving``: omnigym/Driving-v0 (direct control, log-replay traffic) observed through
+``state``, the 4 nearest ``agents`` and 10 ``route`` points (78 values), per seed:
+
+1. Real: ``ppo_driving`` (PPO, 32 envs x 128 steps per iteration) on those keys for ``S`` real
+   steps on the training scenes, checkpoints every ``S / 4``.
+2. Dream: ``S`` real steps (the same real-data budget) of a scripted behaviour driver (pure
+   pursuit on the route at a per-episode share of the speed limit, with per-episode levels of
+   correlated action noise; it ignores other agents), stored as a Minari dataset (5 episodes
+   held out for the k-step errors); the MBPO ensemble fitted with early stopping on it (learned
+   reward and termination heads; deterministic steps clipped to the data's range); then the
+   same PPO experiment (``trainer=model_based``) for ``S`` steps in the model only: the same
+   number of PPO iterations and gradient steps. Model episodes start from live resets of the
+   real training scenes and last the scenes' 160 steps; MOPO's penalty (0.3 x the members'
+   disagreement) is subtracted from the reward and episodes are truncated where the
+   disagreement exceeds 2.0.
+3. Both final policies (their mode), a uniform random policy (sampling) and
+   ``constant_velocity`` run on the same held-out test scenes and seeds; reported: return and
+   PDMS. Score: ``(dream - random) / (real - random)`` on the return (and on PDMS, and with
+   ``constant_velocity`` as the baseline).
+4. Fidelity of the seed-1 model: k-step errors on its held-out real episodes; Spearman of the
+   model vs real returns (learned reward, test scenes) of the real run's 4 checkpoints,
+   ``constant_velocity`` and random.
+
+No throughput part (``ratio`` is the return score). S = 65,536 (16 PPO iterations, 640
+gradient steps), 200 training scenes, at most 30 fitting epochs. Full: seeds 1-3, 50 test
+scenes. ``--quick``: seed 1, 24 test scenes.
+
+Usage: ``omnigym bench dream_vs_real [--quick]`` (Pendulum), or
+``python bench/dream_vs_real.py [--task pendulum|driving] [--quick] [--seeds ...] [--out DIR]``
+(``omnigym bench`` forwards only ``--quick``).
 """
 
 from __future__ import annotations
@@ -144,14 +173,30 @@ def _steps_per_second(step: Any, actions: np.ndarray, rows: int, seconds: float)
 
 
 def main() -> None:
-    """Real SAC, dream SAC, random; fidelity of the model; throughput. The last line is JSON."""
+    """The chosen task's bench (module docstring). The last line is JSON."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="seed 1, 3,000 steps, 5 ranking episodes")
+    parser.add_argument(
+        "--task", choices=("pendulum", "driving"), default="pendulum", help="default pendulum"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="seed 1 only (pendulum: 3,000 steps; driving: 24 test scenes)"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="seeds (default 1 2 3; quick: 1)")
     parser.add_argument("--out", default=None, help="keep the runs and models here (default: a temp dir)")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="driving: override S (a multiple of 16,384; smoke tests)"
+    )
     args = parser.parse_args()
+    if args.task == "driving":
+        driving(args)
+    else:
+        pendulum(args)
+
+
+def pendulum(args: argparse.Namespace) -> None:
+    """Real SAC, dream SAC, random; fidelity of the model; throughput. The last line is JSON."""
     import torch
 
     from omnigym.world_models.fidelity import DreamVsReal, FidelityReport, PolicyReturn
@@ -213,6 +258,270 @@ def main() -> None:
         "dream_score": summary.score, "target_score": 0.8, "updates": steps - LEARNING_STARTS,
         "real_steps": steps, "runs": runs, "spearman": rho, "ranking": rows,
         "k_step": [vars(r) for r in report.k_step], "seeds": seeds, "quick": args.quick,
+        "seconds": round(time.perf_counter() - start, 1),
+    }))  # fmt: skip
+
+
+# --- driving ------------------------------------------------------------------------------------
+DRIVING_ID = "omnigym/Driving-v0"
+DRIVING_OBS_KEYS = ["state", "agents", "route"]
+DRIVING_OBS = {"obs_keys": DRIVING_OBS_KEYS, "num_agents_obs": 4, "num_route_points": 10}
+"""The modelled observation: ego state (12), 4 nearest agents (4 x 9), 10 route points (10 x 3)."""
+DRIVING_HORIZON = 160
+"""Steps of a driving scene (16 s at 0.1 s): the model episodes' horizon."""
+MOPO_PENALTY = 0.3
+"""MOPO's lambda on the members' disagreement (``ensemble_std``, raw units): reward - 0.3 * std."""
+MAX_UNCERTAINTY = 2.0
+"""Model episodes are truncated where the disagreement exceeds this (about the data's 99th percentile)."""
+PPO_BATCH = 32 * 128
+"""Env steps per PPO iteration in ``ppo_driving`` (32 envs x 128 steps)."""
+PPO_GRADIENT_STEPS = 5 * 8
+"""Gradient steps per PPO iteration (5 epochs x 8 minibatches)."""
+
+
+def driving_overrides(steps: int, train_scenes: int, test_scenes: int, seed: int) -> list[str]:
+    """``ppo_driving`` on :data:`DRIVING_OBS`, ``steps`` env steps, evaluated on the test scenes."""
+    return [
+        f"seed={seed}", f"total_steps={steps}", "log.progress=false", "log.tensorboard=false",
+        f"env.kwargs.num_scenes={train_scenes}", f"env.kwargs.obs_keys=[{','.join(DRIVING_OBS_KEYS)}]",
+        f"env.kwargs.num_agents_obs={DRIVING_OBS['num_agents_obs']}",
+        f"env.kwargs.num_route_points={DRIVING_OBS['num_route_points']}",
+        f"policy.obs_keys=[{','.join(DRIVING_OBS_KEYS)}]",
+        f"eval.every_steps={steps}", f"eval.episodes={test_scenes}", f"eval.seed={EVAL_SEED}",
+        f"eval.env_kwargs={{split: test, num_scenes: {test_scenes}}}",
+    ]  # fmt: skip
+
+
+def dream_overrides(dataset_id: str, max_epochs: int) -> list[str]:
+    """``trainer=model_based`` on a collected dataset: the ensemble, learned reward and termination.
+
+    The model is kept honest three ways: deterministic steps, observations and rewards clipped to
+    the data's range, and MOPO's penalty with truncation on the members' disagreement. Without the
+    last, PPO learned to steer off the road at once (real return 5, below random: the model had
+    too few failures to predict them); without the clip, model returns reached -4e6 off the data.
+    """
+    return [
+        "trainer=model_based", "model_based.model.type=ensemble", f"model_based.dataset={dataset_id}",
+        f"model_based.max_epochs={max_epochs}", "model_based.fidelity_episodes=5",
+        "model_based.model.deterministic=true", "model_based.model.clip_to_data=true",
+        "model_based.model.uncertainty=ensemble_std", f"env.world_model.uncertainty_penalty={MOPO_PENALTY}",
+        f"env.world_model.max_uncertainty={MAX_UNCERTAINTY}",
+        "env.world_model.start_states=live", f"env.world_model.horizon={DRIVING_HORIZON}",
+        "env.world_model.reward=learned", "env.world_model.termination=learned",
+    ]  # fmt: skip
+
+
+def behaviour_policy(observation_space: Any, action_space: Any) -> Any:
+    """The scripted data-collection driver (:func:`_cruise` plus per-episode noise), as a Policy."""
+    from dataclasses import dataclass
+
+    import torch
+
+    from omnigym.platform.types import PolicyStep
+    from omnigym.policies.base import Policy, PolicyConfig
+
+    @dataclass
+    class NoisyCruiseConfig(PolicyConfig):
+        type: str = "noisy_cruise"
+
+    class NoisyCruise(Policy):
+        """Pure pursuit on the route at ``factor`` x the speed limit plus correlated (AR(1)) noise.
+
+        Each episode draws its speed share ``factor ~ U(0.4, 1.1)`` and its noise level (0.2, 0.6
+        or 1.5 x [2 m/s^2, 0.5 rad/s]), so the data holds careful and erratic driving, leaving
+        the road and (the driver ignores other agents) collisions. ``deterministic``: no noise.
+        """
+
+        name = "noisy_cruise"
+        config_class = NoisyCruiseConfig
+
+        def __init__(self) -> None:
+            super().__init__(NoisyCruiseConfig(), observation_space, action_space)
+            self.low = torch.as_tensor(action_space.low)
+            self.high = torch.as_tensor(action_space.high)
+            self.noise = self.level = self.factor = torch.zeros(0)
+
+        def reset(self, done_mask: Any = None) -> None:
+            self.noise = torch.zeros(0)  # redrawn at the next act, under the episode's seed
+
+        def act(self, obs: Any, *, deterministic: bool = False) -> PolicyStep:
+            state, route = obs["state"].float(), obs["route"].float()
+            rows = state.shape[0]
+            if self.noise.shape[0] != rows:
+                self.noise = torch.zeros(rows, 2)
+                self.level = torch.tensor([0.2, 0.6, 1.5])[torch.randint(3, (rows, 1))]
+                self.factor = 0.4 + 0.7 * torch.rand(rows)
+            action = _cruise(state, route, self.factor)
+            if not deterministic:
+                self.noise = 0.9 * self.noise + 0.44 * torch.randn(rows, 2)  # unit stationary std
+                action = action + self.level * torch.tensor([2.0, 0.5]) * self.noise
+            action = torch.clamp(action, self.low, self.high)
+            return PolicyStep(action, torch.zeros(rows, 1), torch.ones(rows, 1, dtype=torch.bool))
+
+    return NoisyCruise()
+
+
+def _cruise(state: Any, route: Any, factor: Any) -> Any:
+    """Control actions ``[B, 2]`` of a pure-pursuit route follower at ``factor [B]`` x the limit.
+
+    ``state [B, 12]``: speed, ..., wheel angle at 2, limit at 6; ``route [B, P, 3]``: x, y, valid.
+    Steers toward the route point ``max(5 m, 0.8 s x speed)`` ahead (wheel base 3.09 m).
+    """
+    import torch
+
+    speed, wheel, limit = state[:, 0], state[:, 2], state[:, 6]
+    xy = route[..., :2]
+    steps = torch.diff(torch.cat([torch.zeros_like(xy[:, :1]), xy], dim=1), dim=1)
+    arc = torch.cumsum(steps.norm(dim=-1), dim=1)
+    lookahead = torch.clamp(0.8 * speed, min=5.0)
+    index = (arc < lookahead[:, None]).sum(dim=1).clamp(max=arc.shape[1] - 1)
+    goal = xy[torch.arange(len(speed)), index]
+    curvature = 2 * goal[:, 1] / goal.square().sum(dim=1).clamp(min=1.0)
+    steer_rate = (torch.atan(curvature * 3.09) - wheel) / 0.2
+    return torch.stack([factor * limit - speed, steer_rate], dim=1)
+
+
+def driving_baselines(test_kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The random (sampling) and ``constant_velocity`` policies for the driving env's spaces."""
+    from omnigym.platform.cli import resolve_policy
+
+    return {
+        name: resolve_policy(name, DRIVING_ID, env_kwargs=test_kwargs)
+        for name in ("random", "constant_velocity")
+    }
+
+
+def driving_eval(
+    policy: Any, test_kwargs: dict[str, Any], episodes: int, deterministic: bool
+) -> dict[str, float]:
+    """Mean return and PDMS of ``policy`` on the test scenes (episode ``i``: seed ``EVAL_SEED + i``)."""
+    import torch
+
+    from omnigym.platform.evaluate import evaluate_policy
+
+    torch.manual_seed(EVAL_SEED)  # the random policy's draws
+    summary = evaluate_policy(
+        policy, DRIVING_ID, episodes=episodes, seed=EVAL_SEED, deterministic=deterministic,
+        env_kwargs=test_kwargs,
+    ).summary()  # fmt: skip
+    return {"return": float(summary["return_mean"]), "pdms": float(summary["pdms_mean"])}
+
+
+def train_driving(run_dir: Path, overrides: list[str]) -> dict[str, float]:
+    """Train ``ppo_driving`` with ``overrides``: its final real test-scene return and PDMS."""
+    from omnigym.platform.experiment import load_experiment
+    from omnigym.platform.trainers import build_trainer
+
+    config = load_experiment("ppo_driving", [*overrides, f"run_dir={run_dir}"])
+    trainer = build_trainer(config, run_dir)
+    final = trainer.train().final_eval
+    return {"return": float(final["return_mean"]), "pdms": float(final["pdms_mean"])}
+
+
+def relative(dream: float, real: float, base: float) -> float:
+    """``(dream - base) / (real - base)``: 1 = as good as real-trained, 0 = the baseline."""
+    return (dream - base) / (real - base) if real != base else float("nan")
+
+
+def driving(args: argparse.Namespace) -> None:
+    """Real PPO vs PPO trained only in the ensemble on Driving-v0; fidelity. The last line is JSON."""
+    import torch
+
+    from omnigym.platform.cli import resolve_policy
+    from omnigym.platform.trainers.model_based import RankedPolicy, collect_real_data, rank_policies
+    from omnigym.policies.base import Policy
+    from omnigym.world_models.env import WorldModelEnvConfig
+    from omnigym.world_models.fidelity import DreamVsReal, FidelityReport
+
+    torch.set_num_threads(1)
+    steps = args.steps or 65_536
+    if steps % (4 * PPO_BATCH):
+        raise SystemExit(f"--steps must be a multiple of {4 * PPO_BATCH} (4 checkpoints of whole iterations)")
+    seeds = args.seeds or ([1] if args.quick else [1, 2, 3])
+    train_scenes, test_scenes, max_epochs = (200, 24 if args.quick else 50, 30)
+    rank_episodes = test_scenes
+    train_kwargs = {"split": "train", "num_scenes": train_scenes, **DRIVING_OBS}
+    test_kwargs = {"split": "test", "num_scenes": test_scenes, **DRIVING_OBS}
+    iterations = steps // PPO_BATCH
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.out or tmp)
+        os.environ["MINARI_DATASETS_PATH"] = str(root / "datasets")
+        baselines = driving_baselines(test_kwargs)
+        base = {
+            name: driving_eval(policy, test_kwargs, test_scenes, deterministic=name != "random")
+            for name, policy in baselines.items()
+        }
+        print(f"baselines on {test_scenes} test scenes: {json.dumps(base)}", flush=True)
+        runs: dict[str, dict[str, Any]] = {}
+        for seed in seeds:
+            common = driving_overrides(steps, train_scenes, test_scenes, seed)
+            t0 = time.perf_counter()
+            real = train_driving(
+                root / f"real_{seed}", [*common, f"checkpoint.every_steps={steps // 4}", "checkpoint.keep=8"]
+            )
+            t1 = time.perf_counter()
+            dataset_id = f"omnigym-wm/driving-behaviour-s{seed}-v0"
+            probe = resolve_policy("random", DRIVING_ID, env_kwargs=train_kwargs)
+            behaviour = behaviour_policy(probe.observation_space, probe.action_space)
+            data = collect_real_data(
+                DRIVING_ID, steps, dataset_id, policy=behaviour, seed=seed, env_kwargs=train_kwargs
+            )
+            t2 = time.perf_counter()
+            dream = train_driving(root / f"dream_{seed}", [*common, *dream_overrides(dataset_id, max_epochs)])
+            t3 = time.perf_counter()
+            runs[str(seed)] = {
+                "real": real, "dream": dream, "real_data_steps": len(data),
+                "score_return": relative(dream["return"], real["return"], base["random"]["return"]),
+                "score_pdms": relative(dream["pdms"], real["pdms"], base["random"]["pdms"]),
+                "seconds": {"real": round(t1 - t0, 1), "collect": round(t2 - t1, 1),
+                            "dream": round(t3 - t2, 1)},
+            }  # fmt: skip
+            print(f"seed {seed}: {json.dumps(runs[str(seed)])}", flush=True)
+        mean = {
+            who: {m: float(np.mean([r[who][m] for r in runs.values()])) for m in ("return", "pdms")}
+            for who in ("real", "dream")
+        }
+        scores = {
+            f"{metric}_vs_{name}": relative(mean["dream"][metric], mean["real"][metric], base[name][metric])
+            for metric in ("return", "pdms") for name in ("random", "constant_velocity")
+        }  # fmt: skip
+        summary = DreamVsReal(
+            mean["dream"]["return"], mean["real"]["return"], base["random"]["return"],
+            iterations * PPO_GRADIENT_STEPS,
+        )  # fmt: skip
+        model_dir = root / f"dream_{seeds[0]}" / "world_model"
+        real_run = root / f"real_{seeds[0]}"
+        ranked = [
+            RankedPolicy(f"ppo@{int(d.name.split('_')[1])}", Policy.from_pretrained(d / "policy"))
+            for d in sorted((real_run / "checkpoints").glob("step_*"))
+        ]
+        ranked.append(RankedPolicy("constant_velocity", baselines["constant_velocity"]))
+        ranked.append(RankedPolicy("random", baselines["random"], deterministic=False))
+        env_config = WorldModelEnvConfig(horizon=DRIVING_HORIZON)
+        rows, rho = rank_policies(
+            ranked, model_dir, DRIVING_ID, episodes=rank_episodes, seed=EVAL_SEED, env_config=env_config,
+            env_kwargs=test_kwargs,
+        )  # fmt: skip
+        report = FidelityReport.load(model_dir)
+        assert report is not None
+        trained = [p for p in report.policies if p.name == "trained"]  # the dream policy, from the run
+        report.policies = [*rows, *trained]
+        report.rank_correlation, report.dream_vs_real = rho, summary
+        report.write(model_dir)
+    print()
+    print(report.to_markdown())
+    print(f"Baselines (test scenes): {json.dumps(base)}")
+    print(f"Per seed: {json.dumps(runs)}")
+    print(f"Scores (dream - baseline) / (real - baseline): {json.dumps(scores)}")
+    print(json.dumps({
+        "bench": "dream_vs_real", "task": "driving", "ratio": scores["return_vs_random"],
+        "dream": mean["dream"], "real": mean["real"], "baselines": base, "scores": scores,
+        "target_score": 0.8, "ppo_iterations": iterations, "updates": iterations * PPO_GRADIENT_STEPS,
+        "real_steps": steps, "runs": runs, "spearman": rho, "ranking": [vars(r) for r in rows],
+        "dream_model_vs_real": [vars(p) for p in trained],
+        "k_step": [vars(r) for r in report.k_step], "fit": report.fit, "seeds": seeds, "quick": args.quick,
+        "train_scenes": train_scenes, "test_scenes": test_scenes,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 

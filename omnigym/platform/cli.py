@@ -463,7 +463,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     script = BENCH_DIR / f"{args.name}.py"
     if not script.is_file():
         raise SystemExit(f"unknown benchmark {args.name!r}; known: {', '.join(list_benchmarks())}")
-    command = [sys.executable, str(script), *(["--quick"] if args.quick else [])]
+    command = [sys.executable, str(script), *(["--quick"] if args.quick else []), *args.bench_args]
     return subprocess.call(command)
 
 
@@ -703,10 +703,13 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("overrides", nargs="*", help="dotted overrides for the demo experiment")
     demo.set_defaults(func=_cmd_demo)
 
-    bench = sub.add_parser("bench", help="run bench/<name>.py; its last line is one JSON object")
+    bench = sub.add_parser(
+        "bench",
+        help="run bench/<name>.py (further options go to the script); its last line is one JSON object",
+    )
     bench.add_argument("name", help="benchmark name (see `omnigym list`)")
     bench.add_argument("--quick", action="store_true", help="the same measurement, smaller, under a minute")
-    bench.set_defaults(func=_cmd_bench)
+    bench.set_defaults(func=_cmd_bench, bench_args=[])
     return parser
 
 
@@ -717,6 +720,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Overrides may also follow options (`train exp --seeds 1,2 key=value`): argparse leaves them over.
     if extra and hasattr(args, "overrides") and all("=" in e and not e.startswith("-") for e in extra):
         args.overrides = [*args.overrides, *extra]
+    elif extra and args.command == "bench":  # the benchmark's own options (`--task driving`)
+        args.bench_args = extra
     elif extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:

@@ -57,6 +57,15 @@ class WorldModel(nn.Module):
         self.action_space = action_space
 
     # --- training -----------------------------------------------------------------------
+    @property
+    def sequence_length(self) -> int | None:
+        """Transitions per training chunk; None for models trained on single transitions.
+
+        Recurrent models set it: :func:`~omnigym.world_models.training.fit_world_model` then cuts
+        chunks of that many consecutive transitions from the buffer's episodes.
+        """
+        return None
+
     def set_data_statistics(self, batch: TransitionBatch) -> None:
         """Fit input/target normalisation to the training data, once, before the first step.
 

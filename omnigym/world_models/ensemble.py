@@ -42,6 +42,7 @@ from omnigym.platform.algorithms.critics import EnsembleLinear
 from omnigym.platform.types import Obs, TransitionBatch
 from omnigym.policies.layers import ACTIVATIONS
 from omnigym.world_models.base import StepResult, WorldModel, WorldModelConfig
+from omnigym.world_models.state_layout import state_bounds, state_layout
 
 DYNAMICS_ACTIVATIONS = {**ACTIVATIONS, "silu": F.silu}
 """Hidden activations by name; MBPO's networks use SiLU (swish)."""
@@ -88,6 +89,11 @@ class EnsembleDynamicsConfig(WorldModelConfig):
     uncertainty: str = "max_aleatoric"
     """``info["uncertainty"]`` of ``step``: ``max_aleatoric`` (MOPO) or ``ensemble_std`` (members'
     disagreement); see :meth:`EnsembleDynamics.uncertainty`."""
+    clip_to_data: bool = False
+    """``step`` also keeps each predicted observation value and the reward inside the range the
+    training data spans (:meth:`EnsembleDynamics.set_data_statistics`), as it keeps observations
+    inside the space's bounds: on unbounded keys and rewards (driving's positions, velocities and
+    PDM reward) a policy can otherwise drive the model where it extrapolates without bound."""
 
     def __post_init__(self) -> None:
         """Reject settings that cannot train."""
@@ -155,33 +161,6 @@ class EnsemblePrediction:
     termination_logit: Tensor
 
 
-def _obs_layout(observation_space: spaces.Dict) -> dict[str, tuple[int, ...]]:
-    """The modelled observation keys and their shapes: every float ``Box`` key, in order."""
-    if not isinstance(observation_space, spaces.Dict):
-        raise TypeError(f"world models take Dict observation spaces, got {type(observation_space).__name__}")
-    layout = {}
-    for key, space in observation_space.spaces.items():
-        if not isinstance(space, spaces.Box):
-            continue  # text and discrete keys are not stored in replay buffers either
-        if space.dtype is None or space.dtype.kind != "f":
-            raise TypeError(
-                f"ensemble dynamics model float state observations; key {key!r} is {space.dtype} "
-                "(images need a pixel world model)"
-            )
-        layout[key] = tuple(space.shape)
-    if not layout:
-        raise ValueError(f"no float Box observation keys to model in {observation_space}")
-    return layout
-
-
-def _obs_bounds(observation_space: spaces.Dict, layout: dict[str, tuple[int, ...]]) -> tuple[Tensor, Tensor]:
-    """The flat observation's lower and upper bounds (``-inf``/``inf`` where the space has none)."""
-    boxes = [cast(spaces.Box, observation_space[key]) for key in layout]
-    low = torch.cat([torch.as_tensor(box.low, dtype=torch.float32).flatten() for box in boxes])
-    high = torch.cat([torch.as_tensor(box.high, dtype=torch.float32).flatten() for box in boxes])
-    return low, high
-
-
 class EnsembleDynamics(WorldModel):
     """MBPO/MOPO-style probabilistic ensemble over flat state observations.
 
@@ -204,7 +183,7 @@ class EnsembleDynamics(WorldModel):
         super().__init__(config, observation_space, action_space)
         if not isinstance(action_space, spaces.Box):
             raise TypeError(f"ensemble dynamics take Box actions, got {action_space}")
-        self.obs_layout = _obs_layout(observation_space)
+        self.obs_layout = state_layout(observation_space)
         self.obs_dim = sum(math.prod(shape) for shape in self.obs_layout.values())
         self.action_dim = int(math.prod(action_space.shape))
         in_dim, target_dim = self.obs_dim + self.action_dim, self.obs_dim + 1
@@ -225,11 +204,16 @@ class EnsembleDynamics(WorldModel):
         self.register_buffer("target_mean", torch.zeros(target_dim))
         self.register_buffer("target_std", torch.ones(target_dim))
         self.register_buffer("elites", torch.arange(config.num_elites))
-        low, high = _obs_bounds(observation_space, self.obs_layout)
+        low, high = state_bounds(observation_space, self.obs_layout)
         self.obs_low: Tensor
         self.obs_high: Tensor
         self.register_buffer("obs_low", low, persistent=False)  # from the space, not the weights
         self.register_buffer("obs_high", high, persistent=False)
+        self.data_low: Tensor
+        self.data_high: Tensor
+        # The data's range of [obs, reward]; saved (and needed to load) only when it is used.
+        self.register_buffer("data_low", torch.full((target_dim,), -math.inf), persistent=config.clip_to_data)
+        self.register_buffer("data_high", torch.full((target_dim,), math.inf), persistent=config.clip_to_data)
         self.optimizer = torch.optim.Adam(self._param_groups(), lr=config.learning_rate)
 
     def _param_groups(self) -> list[dict[str, Any]]:
@@ -294,6 +278,11 @@ class EnsembleDynamics(WorldModel):
             data_std = data.std(dim=0, correction=0) if len(batch) > 1 else torch.ones_like(data[0])
             mean.copy_(data.mean(dim=0))
             std.copy_(torch.where(data_std < 1e-6, torch.ones_like(data_std), data_std))
+        if self.config.clip_to_data and len(batch):
+            observations = torch.cat([state, self.flatten_obs(batch.next_obs)])  # [2B, D]
+            rewards = batch.rewards.reshape(-1, 1).float()
+            self.data_low.copy_(torch.cat([observations.amin(dim=0), rewards.amin(dim=0)]))
+            self.data_high.copy_(torch.cat([observations.amax(dim=0), rewards.amax(dim=0)]))
 
     # --- the network --------------------------------------------------------------------
     def forward(self, inputs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -492,6 +481,11 @@ class EnsembleDynamics(WorldModel):
         # pushed past it by a policy would otherwise extrapolate without bound.
         next_state = torch.clamp(state + sample[:, : self.obs_dim], self.obs_low, self.obs_high)
         reward = sample[:, self.obs_dim].float()
+        if self.config.clip_to_data:  # the data's range too (EnsembleDynamicsConfig.clip_to_data)
+            next_state = torch.clamp(
+                next_state, self.data_low[: self.obs_dim], self.data_high[: self.obs_dim]
+            )
+            reward = torch.clamp(reward, self.data_low[self.obs_dim], self.data_high[self.obs_dim])
         terminated = termination_logit > self._termination_logit_threshold()
         return next_state, self.unflatten_obs(next_state), reward, terminated, info
 

@@ -6,6 +6,11 @@ minibatches; after it, every member's held-out loss is measured and training sto
 improved its best by more than ``min_improvement`` (relative) for ``patience`` epochs in a row
 (MBPO: 1 %, 5 epochs). The weights of the epoch with the lowest mean held-out loss are restored and
 the elites chosen on the held-out set. Works with any :class:`~omnigym.world_models.base.WorldModel`.
+
+A model whose ``sequence_length`` is set (a recurrent model such as the RSSM) is fed chunks
+of that many consecutive transitions of one real episode instead (:func:`sequence_chunks`):
+batches of ``[B, L, ...]`` tensors, split, shuffled and held out chunk by chunk, with
+``batch_size // L`` chunks per step (``batch_size`` still counts transitions).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -39,6 +45,58 @@ def take_rows(batch: TransitionBatch, idx: Tensor) -> TransitionBatch:
         else:
             values[f.name] = None if value is None else value[idx]
     return TransitionBatch(**values)
+
+
+def sequence_chunks(buffer: ReplayBuffer, length: int) -> TransitionBatch:
+    """Every episode of ``buffer`` cut into chunks of ``length`` consecutive transitions.
+
+    Chunks never cross an episode boundary. They tile each episode from its start without
+    overlap; the last chunk is aligned to the episode's end, so every transition (the final,
+    possibly terminal one too) is in some chunk. Episodes shorter than ``length`` are dropped.
+
+    Returns:
+        A batch of ``[N, length, ...]`` tensors (``len`` is the number of chunks N).
+
+    Raises:
+        ValueError: no episode has ``length`` transitions.
+    """
+    columns: dict[str, list[np.ndarray]] = {"actions": [], "rewards": [], "terminated": []}
+    obs: dict[str, list[np.ndarray]] = {key: [] for key in buffer.obs_keys}
+    next_obs: dict[str, list[np.ndarray]] = {key: [] for key in buffer.obs_keys}
+    dropped = 0
+    for episode in buffer.episodes():
+        steps = len(episode["rewards"])
+        if steps < length:
+            dropped += 1
+            continue
+        starts = list(range(0, steps - length + 1, length))
+        if starts[-1] != steps - length:
+            starts.append(steps - length)
+        for s in starts:
+            window = slice(s, s + length)
+            columns["actions"].append(episode["actions"].reshape(steps, -1)[window])
+            columns["rewards"].append(episode["rewards"][window])
+            columns["terminated"].append(episode["terminations"][window])
+            for key in buffer.obs_keys:
+                obs[key].append(episode["observations"][key][window])
+                next_obs[key].append(episode["observations"][key][s + 1 : s + length + 1])
+    if not columns["rewards"]:
+        raise ValueError(f"no episode in the buffer has {length} transitions for a sequence chunk")
+    if dropped:
+        logger.warning(
+            "%d episodes shorter than %d transitions left out of the sequence chunks", dropped, length
+        )
+
+    def stack(rows: list[np.ndarray]) -> Tensor:
+        return torch.as_tensor(np.stack(rows), dtype=torch.float32, device=buffer.device)
+
+    return TransitionBatch(
+        obs={key: stack(rows) for key, rows in obs.items()},
+        actions=stack(columns["actions"]),
+        rewards=stack(columns["rewards"]),
+        next_obs={key: stack(rows) for key, rows in next_obs.items()},
+        terminated=stack(columns["terminated"]),
+    )
 
 
 def split_holdout(
@@ -108,8 +166,9 @@ def fit_world_model(
         buffer: the transitions to learn from.
         max_epochs: passes over the training split at most (None: no limit).
         max_steps: optimiser steps at most (None: no limit).
-        batch_size: transitions per optimiser step.
-        holdout_fraction: share of the transitions held out (0: no holdout, no early stopping).
+        batch_size: transitions per optimiser step (sequence models: ``batch_size // L`` chunks).
+        holdout_fraction: share of the transitions (or chunks) held out (0: no holdout, no early
+            stopping).
         max_holdout: held-out transitions at most (MBPO: 5000).
         patience: epochs without a >``min_improvement`` gain of any member before stopping.
         min_improvement: relative held-out loss decrease that counts as improving.
@@ -128,7 +187,11 @@ def fit_world_model(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     generator = torch.Generator().manual_seed(seed)
-    train, holdout = split_holdout(buffer.all(), holdout_fraction, max_holdout, generator)
+    length = model.sequence_length
+    data = buffer.all() if length is None else sequence_chunks(buffer, length)
+    if length is not None:
+        batch_size, max_holdout = max(1, batch_size // length), max(1, max_holdout // length)
+    train, holdout = split_holdout(data, holdout_fraction, max_holdout, generator)
     model.set_data_statistics(train)
     stopper = EarlyStopping(patience, min_improvement)
     epoch = steps = 0

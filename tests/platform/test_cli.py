@@ -160,6 +160,18 @@ def test_bench_unknown_name_lists_benchmarks() -> None:
         assert name in message, f"benchmark {name!r} not listed in: {message}"
 
 
+def test_bench_passes_the_scripts_own_options_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(subprocess, "call", lambda command: calls.append(command) or 0)
+    assert main(["bench", "dream_vs_real", "--quick", "--task", "driving"]) == 0
+    assert main(["bench", "dream_vs_real"]) == 0
+    (first, second) = calls
+    assert first[1].endswith("bench/dream_vs_real.py") and first[2:] == ["--quick", "--task", "driving"]
+    assert second[2:] == []
+
+
 def test_train_seeds_aggregates_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     argv = ["train", "ppo_cartpole", "total_steps=512", "eval.episodes=2", "log.progress=false"]

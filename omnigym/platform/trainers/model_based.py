@@ -233,16 +233,19 @@ def evaluate_in_model(
     seed: int = 0,
     deterministic: bool = True,
     env_config: WorldModelEnvConfig | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> list[float]:
     """Returns of ``episodes`` model episodes, all run side by side, episode ``i`` seeded ``seed + i``.
 
     With ``live`` start states (the default) episode ``i`` starts from the real env's
     ``reset(seed=seed + i)``, the start of :func:`~omnigym.platform.evaluate.evaluate_policy`'s
-    episode ``i``, so model and real returns compare episode by episode.
+    episode ``i``, so model and real returns compare episode by episode. ``env_kwargs`` are the
+    real env's ``make_env`` arguments (its observation keys, its scenes, ...).
     """
     config = env_config or WorldModelEnvConfig()
     envs = WorldModelVectorEnv(
-        model, episodes, start_states=config.start_states, env_id=env_id, horizon=config.horizon,
+        model, episodes, start_states=config.start_states, env_id=env_id, env_kwargs=env_kwargs,
+        horizon=config.horizon,
         reward=config.reward, termination=config.termination,
         uncertainty_penalty=config.uncertainty_penalty, max_uncertainty=config.max_uncertainty,
     )  # fmt: skip
@@ -285,19 +288,24 @@ def rank_policies(
     episodes: int = 10,
     seed: int = 1_000_000,
     env_config: WorldModelEnvConfig | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> tuple[list[PolicyReturn], float]:
-    """Every policy's mean return in the model and in the real env, and their Spearman correlation."""
+    """Every policy's mean return in the model and in the real env, and their Spearman correlation.
+
+    ``env_kwargs`` make the real env (and, with ``live`` start states, the model's start states).
+    """
     if not isinstance(model, WorldModel):
         model = WorldModel.from_pretrained(model)  # once for all policies
     rows = []
     for entry in policies:
         in_model = evaluate_in_model(
             entry.policy, model, env_id, episodes=episodes, seed=seed,
-            deterministic=entry.deterministic, env_config=env_config,
+            deterministic=entry.deterministic, env_config=env_config, env_kwargs=env_kwargs,
         )  # fmt: skip
         real = evaluate_policy(
-            entry.policy, env_id, episodes=episodes, seed=seed, deterministic=entry.deterministic
-        )
+            entry.policy, env_id, episodes=episodes, seed=seed, deterministic=entry.deterministic,
+            env_kwargs=dict(env_kwargs or {}),
+        )  # fmt: skip
         rows.append(PolicyReturn(entry.name, float(np.mean(in_model)), float(np.mean(real.returns))))
     rho = spearman([r.model_return for r in rows], [r.real_return for r in rows])
     return rows, rho
@@ -455,6 +463,7 @@ class ModelBasedTrainer:
         model_returns = evaluate_in_model(
             self.trainer.policy, self.model, cfg.env.id, episodes=cfg.eval.episodes, seed=cfg.eval.seed,
             deterministic=cfg.eval.deterministic, env_config=env_config,
+            env_kwargs={**cfg.env.kwargs, **cfg.eval.env_kwargs},  # the real evaluation's env
         )  # fmt: skip
         trained = PolicyReturn(
             "trained", float(np.mean(model_returns)), float(result.final_eval["return_mean"])
