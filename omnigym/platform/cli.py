@@ -398,6 +398,67 @@ def _cmd_world_model_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_world_model_dream(args: argparse.Namespace) -> int:
+    import json
+
+    from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.platform.experiment import config_dir
+    from omnigym.platform.seeding import seed_everything
+    from omnigym.platform.trainers import model_based as mb
+    from omnigym.platform.trainers.offline import load_dataset_buffer
+    from omnigym.world_models.imagination import ImaginationConfig, train_dreamer
+    from omnigym.world_models.rssm import RSSMConfig
+
+    if (args.dataset is None) == (args.collect is None):
+        raise SystemExit("world-model dream: give exactly one of --dataset ID and --collect STEPS")
+    out = Path(args.out)
+    obs_space, act_space = mb._env_spaces(args.env)
+    seed_everything(args.seed)
+    if args.dataset is not None:
+        real = load_dataset_buffer(args.dataset, obs_space, act_space)
+    else:
+        dataset_id = mb.default_dataset_id(f"{args.env}_{out.name}")
+        real = mb.collect_real_data(args.env, args.collect, dataset_id, seed=args.seed)
+        print(
+            f"collected {len(real)} random real steps of {args.env} as dataset {dataset_id}", file=sys.stderr
+        )
+    base = load_yaml(config_dir() / "world_model" / "rssm.yaml")
+    model_config = build_dataclass(RSSMConfig, apply_overrides(base, args.set), path="world_model")
+    every = max(1, args.updates // 10)
+
+    def progress(update: int, metrics: dict[str, float]) -> None:
+        if (update + 1) % every == 0:
+            shown = " ".join(f"{k} {v:.4g}" for k, v in sorted(metrics.items()) if k.startswith("train/"))
+            print(f"imagination update {update + 1}/{args.updates}: {shown}", file=sys.stderr)
+
+    result = train_dreamer(
+        args.env,
+        real,
+        model_config=model_config,
+        config=ImaginationConfig(),
+        fit_steps=args.fit_steps,
+        updates=args.updates,
+        eval_episodes=args.episodes,
+        seed=args.seed,
+        callback=progress,
+    )
+    result.model.save_pretrained(out / "world_model")
+    result.policy.save_pretrained(out / "policy")
+    summary = {
+        "env": args.env,
+        "real_return": result.real_return,
+        "random_return": result.random_return,
+        "fit": result.fit,
+        "seconds": result.seconds,
+    }
+    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    print(
+        f"imagination-trained actor: real return {result.real_return:.1f} over {args.episodes} episodes "
+        f"(random {result.random_return:.1f}); saved to {out}/policy, the model to {out}/world_model"
+    )
+    return 0
+
+
 def _cmd_world_model_eval(args: argparse.Namespace) -> int:
     from omnigym.platform.trainers import model_based as mb
     from omnigym.policies.baselines import RandomPolicy
@@ -675,6 +736,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="world model settings over configs/world_model/<type>.yaml, e.g. num_members=5",
     )  # fmt: skip
     fit.set_defaults(func=_cmd_world_model_fit)
+    dream = wm_sub.add_parser(
+        "dream",
+        help="fit the latent rssm on real data, train an actor-critic only in its imagination, evaluate",
+    )
+    dream.add_argument("env", help="the real env's Gymnasium id (Box actions), e.g. Pendulum-v1")
+    dream.add_argument("--dataset", help="real transitions from this Minari dataset (whole episodes)")
+    dream.add_argument("--collect", type=int, metavar="STEPS", help="collect this many random real steps")
+    dream.add_argument("--out", required=True, help="folder for policy/, world_model/ and results.json")
+    dream.add_argument("--fit-steps", type=int, default=1500, help="world-model optimiser steps (1500)")
+    dream.add_argument("--updates", type=int, default=300, help="actor-critic updates in imagination (300)")
+    dream.add_argument("--episodes", type=int, default=10, help="real evaluation episodes (10)")
+    dream.add_argument("--seed", type=int, default=0, help="collection, fit and imagination (default 0)")
+    dream.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE",
+        help="rssm settings over configs/world_model/rssm.yaml, e.g. sequence_length=16",
+    )  # fmt: skip
+    dream.set_defaults(func=_cmd_world_model_dream)
     wm_eval = wm_sub.add_parser(
         "eval", help="evaluate policies in the model and the real env; their rank correlation into the report"
     )

@@ -211,3 +211,26 @@ def test_model_ids_become_language_model_agents(tmp_path: Path, monkeypatch: pyt
     assert isinstance(text_only, VLMPolicy) and text_only.config.obs_keys == ("text",)
     with pytest.raises(FileNotFoundError, match="no such local path, registered policy or loadable"):
         resolve_policy("no-such-org/no-such-model", "omnigym/NumberLine-v0", kwargs)
+
+
+def test_world_model_dream_fits_an_rssm_trains_in_imagination_and_saves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    out = tmp_path / "dream"
+    argv = ["world-model", "dream", "Pendulum-v1", "--collect", "600", "--out", str(out)]
+    assert (
+        main([*argv, "--fit-steps", "20", "--updates", "10", "--episodes", "2", "--set", "sequence_length=8"])
+        == 0
+    )
+    captured = capsys.readouterr()
+    assert "imagination update 10/10" in captured.err and "real return" in captured.out
+    results = json.loads((out / "results.json").read_text())
+    assert results["env"] == "Pendulum-v1" and -2000 < results["real_return"] < 0
+    from omnigym.policies.base import Policy
+    from omnigym.world_models.base import WorldModel
+
+    assert WorldModel.from_pretrained(out / "world_model").sequence_length == 8
+    Policy.from_pretrained(out / "policy")
+    with pytest.raises(SystemExit, match="exactly one of --dataset ID and --collect STEPS"):
+        main(["world-model", "dream", "Pendulum-v1", "--out", str(out)])
