@@ -10,7 +10,7 @@ by their random initialisation, which Lakshminarayanan et al. 2017 found enough 
 ensembles; PETS and MBPO also give each member a bootstrap resample, which is not done here)::
 
     NLL  = mean_{b,d} 0.5 * ((mu - y)^2 * exp(-logvar) + logvar)          Gaussian NLL, no constant
-    BCE  = mean_b  BCE(termination logit, terminated)
+    BCE  = mean_b  w_b BCE(termination logit, terminated)     w_b = termination_pos_weight if terminal, else 1
     loss = sum_m (NLL_m + BCE_m) + 0.01 * (sum max_logvar - sum min_logvar)
 
 with ``logvar`` softly kept inside learned bounds ``[min_logvar, max_logvar]`` (PETS appendix A.1)
@@ -84,6 +84,14 @@ class EnsembleDynamicsConfig(WorldModelConfig):
     """Initial lower logvar bound (normalised target units)."""
     termination_threshold: float = 0.5
     """``step`` ends a row when the chosen member's termination probability exceeds this."""
+    termination_pos_weight: float = 1.0
+    """Weight of the terminal transitions in the termination loss (BCE's ``pos_weight``). Where
+    failures are rare (0.8 % of the driving behaviour data's transitions) a head trained with
+    weight 1 learns little more than their base rate and ends no row at the 0.5 threshold, so a
+    policy trained in the model never sees the failures that end real episodes. A weight ``w``
+    makes the head's probability the failures' odds times ``w``, so that the threshold ends rows
+    whose failure probability exceeds about ``t / (t + w (1 - t))`` (1 / (1 + w) at 0.5), and gives
+    the rare class the head's capacity (weight decay would otherwise flatten it)."""
     deterministic: bool = False
     """``step`` returns the chosen member's mean instead of a sample from its Gaussian."""
     uncertainty: str = "max_aleatoric"
@@ -116,6 +124,8 @@ class EnsembleDynamicsConfig(WorldModelConfig):
             raise ValueError(f"uncertainty must be in {UNCERTAINTY_MEASURES}, got {self.uncertainty!r}")
         if not 0 < self.termination_threshold < 1:
             raise ValueError(f"termination_threshold must be in (0, 1), got {self.termination_threshold}")
+        if not self.termination_pos_weight > 0:
+            raise ValueError(f"termination_pos_weight must be > 0, got {self.termination_pos_weight}")
 
 
 def gaussian_nll(mean: Tensor, logvar: Tensor, target: Tensor) -> Tensor:
@@ -364,7 +374,10 @@ class EnsembleDynamics(WorldModel):
         mean, logvar, termination_logit = self(inputs)
         nll = gaussian_nll(mean, logvar, targets)  # [M]
         terminated = batch.terminated.float().expand_as(termination_logit)
-        bce = F.binary_cross_entropy_with_logits(termination_logit, terminated, reduction="none").mean(-1)
+        pos_weight = torch.tensor(self.config.termination_pos_weight, device=terminated.device)
+        bce = F.binary_cross_entropy_with_logits(
+            termination_logit, terminated, reduction="none", pos_weight=pos_weight
+        ).mean(-1)
         bound = self.config.logvar_bound_coef * (self.max_logvar.sum() - self.min_logvar.sum())
         loss = (nll + bce).sum() + bound
         self.optimizer.zero_grad(set_to_none=True)
@@ -388,7 +401,10 @@ class EnsembleDynamics(WorldModel):
         """Held-out metrics, without gradients.
 
         ``eval/loss`` is the mean of :meth:`member_losses`; over the elites, ``eval/obs_mse`` and
-        ``eval/reward_mse`` (raw units), ``eval/nll`` (normalised) and ``eval/termination_accuracy``.
+        ``eval/reward_mse`` (raw units), ``eval/nll`` (normalised), ``eval/termination_accuracy``
+        and, where the batch has terminal transitions, ``eval/termination_recall`` (the share of
+        them the model ends: with rare failures, accuracy alone reads high for a head that ends
+        nothing) and ``eval/termination_false_rate`` (the share of the other transitions it ends).
         """
         inputs, targets = self._training_pair(batch)
         mean, logvar, termination_logit = self(inputs)
@@ -405,7 +421,12 @@ class EnsembleDynamics(WorldModel):
             ]
         ).tolist()
         names = ("loss", "obs_mse", "reward_mse", "nll", "termination_accuracy")
-        return {f"eval/{name}": value for name, value in zip(names, values, strict=True)}
+        metrics = {f"eval/{name}": value for name, value in zip(names, values, strict=True)}
+        ended = batch.terminated.bool().expand_as(predicted_end)
+        if ended.any() and not ended.all():
+            metrics["eval/termination_recall"] = predicted_end[ended].float().mean().item()
+            metrics["eval/termination_false_rate"] = predicted_end[~ended].float().mean().item()
+        return metrics
 
     @torch.no_grad()
     def select_elites(self, holdout: TransitionBatch) -> None:

@@ -282,6 +282,47 @@ def test_registry_and_yaml_build_the_default_config() -> None:
     assert decays == [2.5e-5, 5e-5, 7.5e-5, 7.5e-5, 1e-4, 0.0]
 
 
+def rare_failure_batch(n: int, seed: int = 0) -> TransitionBatch:
+    """:func:`linear_batch` whose transitions with ``obs[0] > 0.5`` end with probability 0.2 only."""
+    data = linear_batch(n, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    data.terminated = data.terminated * (torch.rand(n, generator=g) < 0.2).float()
+    return data
+
+
+def test_termination_pos_weight_ends_rows_whose_failure_probability_exceeds_one_over_one_plus_w() -> None:
+    """Failures with probability 0.2 where ``obs[0] > 0.5``: below the 0.5 threshold with weight 1,
+    whose head learns the probability itself, and above it with weight 9 (odds 0.25 x 9 = 2.25,
+    i.e. 0.69), while the rows outside that region still never end."""
+    data, test = rare_failure_batch(4096), linear_batch(2048, seed=7)
+    risky = test.obs["state"][:, 0] > 0.6
+    safe = test.obs["state"][:, 0] < 0.4
+    ended = {}
+    for weight in (1.0, 9.0):
+        torch.manual_seed(0)
+        model = EnsembleDynamics(
+            small_config(learning_rate=3e-3, termination_pos_weight=weight, deterministic=True),
+            OBS_SPACE, ACTION_SPACE,
+        )  # fmt: skip
+        model.set_data_statistics(data)
+        g = torch.Generator().manual_seed(1)
+        for _ in range(500):
+            idx = torch.randint(len(data), (256,), generator=g)
+            model.train_step(
+                TransitionBatch({"state": data.obs["state"][idx]}, data.actions[idx], data.rewards[idx],
+                                {"state": data.next_obs["state"][idx]}, data.terminated[idx])
+            )  # fmt: skip
+        *_, terminated, _ = model.step(
+            test.obs["state"], test.actions, generator=torch.Generator().manual_seed(0)
+        )
+        ended[weight] = terminated
+        metrics = model.evaluate(rare_failure_batch(2048, seed=7))
+        assert 0 <= metrics["eval/termination_false_rate"] <= metrics["eval/termination_recall"] <= 1
+    assert ended[1.0][risky].float().mean() < 0.05
+    assert ended[9.0][risky].float().mean() > 0.7  # 0.85 measured (the region's edge is fuzzy)
+    assert ended[1.0][safe].float().mean() == 0 and ended[9.0][safe].float().mean() < 0.02
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
@@ -289,6 +330,7 @@ def test_registry_and_yaml_build_the_default_config() -> None:
         ({"weight_decay": (1e-5, 1e-5)}, "weight_decay"),
         ({"activation": "sigmoidish"}, "activation"),
         ({"termination_threshold": 1.0}, "termination_threshold"),
+        ({"termination_pos_weight": 0.0}, "termination_pos_weight"),
         ({"uncertainty": "epistemic"}, "uncertainty"),
     ],
 )
