@@ -1,10 +1,14 @@
 """Smoke test of ``bench/pushcube_rl_finetune.py``'s quick path (slow: run with -m slow)."""
 
+import importlib.util
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+import torch
 
 from omnigym.platform.cli import BENCH_DIR
 
@@ -33,3 +37,34 @@ def test_quick_pushcube_rl_finetune_reports_before_and_after():
             assert 0.0 <= row[phase][mode]["success"] <= 1.0
     assert row["updates"] == figures["rl_updates"] and row["env_steps"] > 0
     assert figures["expert_success"] > 0.9 and figures["random_success"] < 0.1
+
+
+def _bench_module() -> Any:
+    """``bench/pushcube_rl_finetune.py`` imported as a module (bench/ is not a package)."""
+    path = BENCH_DIR / "pushcube_rl_finetune.py"
+    spec = importlib.util.spec_from_file_location("pushcube_rl_finetune", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_progress_shaping_telescopes_to_the_distance_gained_within_each_episode():
+    """Potential-based shaping: an episode's return grows by c (d_first - d_last) over its valid steps."""
+    bench = _bench_module()
+    T, N = 4, 2
+    state = torch.zeros(T, N, 23)
+    state[..., 7:10] = torch.tensor([0.1, 0.0, 0.02])  # the goal
+    cube_x = torch.tensor([[0.4, 0.4], [0.3, 0.5], [0.2, 0.45], [0.9, 0.9]])  # row 3: after episode 0 ended
+    state[..., 10] = cube_x
+    state[..., 12] = 0.02
+    valid = torch.tensor([[True, True], [True, True], [True, True], [False, True]])
+    rewards = torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    rollout = SimpleNamespace(obs={"state": state}, valid=valid, rewards=rewards.clone())
+    bench.add_progress_shaping(rollout, 5.0)
+    returns = (rollout.rewards * valid).sum(0)
+    distance = (cube_x - 0.1).abs()
+    expected_0 = 1.0 + 5.0 * (distance[0, 0] - distance[2, 0])  # success, cube 20 cm closer
+    expected_1 = 5.0 * (distance[0, 1] - distance[3, 1])  # failure, cube pushed 50 cm away
+    torch.testing.assert_close(returns, torch.stack([expected_0, expected_1]))
+    assert float(rollout.rewards[2, 0]) == 1.0 and float(rollout.rewards[3, 0]) == 0.0

@@ -29,6 +29,7 @@ docs/policies.md); :meth:`ChunkPolicy.evaluate` re-scores the stored chain with 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -96,6 +97,10 @@ class ChunkPolicyConfig(PolicyConfig):
     step (ACT's temporal ensembling, Zhao et al. 2023); needs n_action_steps 1."""
     ensemble_coeff: float = 0.01
     """Temporal-ensembling weight exp(-ensemble_coeff * i) of the i-th oldest prediction."""
+    frozen_chain_prefix: bool = False
+    """The policy holds a frozen copy of its network for the chain's deterministic first steps
+    (set by :meth:`ChunkPolicy.freeze_chain_prefix`, so that a saved fine-tuned policy loads with
+    its copy); not a setting to choose by hand."""
 
     def __post_init__(self) -> None:
         """Reject horizons and widths the U-Net and the receding horizon cannot use."""
@@ -179,6 +184,11 @@ class ChunkPolicy(Policy):
         if config.use_ema:
             self.ema_model = copy.deepcopy(self.model).requires_grad_(False)
         self.register_buffer("ema_step", torch.zeros((), dtype=torch.long))
+        self.frozen_model: ChunkDenoiser | None = None
+        """Weights of the chain's deterministic first steps under ``rl_chain`` (see
+        :meth:`freeze_chain_prefix`); None: the trained weights run every step."""
+        if config.frozen_chain_prefix:  # a saved fine-tuned policy: its weights load into the copy
+            self.frozen_model = copy.deepcopy(self.model).requires_grad_(False)
         noise = torch.randn(
             config.horizon, self.action_dim, generator=torch.Generator().manual_seed(config.noise_seed)
         )
@@ -287,12 +297,33 @@ class ChunkPolicy(Policy):
             return logprob.sum(dim=(1, 2)), entropy.sum(dim=(1, 2))
         return logprob.mean(dim=(1, 2)), entropy.mean(dim=(1, 2))
 
+    def freeze_chain_prefix(self) -> None:
+        """Run the chain's deterministic first ``N - K`` steps with a frozen copy of the current weights.
+
+        DPPO (ALGORITHMS.md §7.2) fine-tunes a copy of the network for the last K (stochastic)
+        steps only and keeps the pre-trained one for the earlier steps. Without this, the shared
+        weights also move the earlier steps, which are not parts, so their change escapes the
+        likelihood ratio. Call it once, before fine-tuning starts (after :meth:`use_ema_weights`);
+        the copy (``frozen_model``, saved with the weights) is not trained and also serves
+        deterministic acting's first steps. It changes nothing when every step is a part.
+        """
+        self.frozen_model = copy.deepcopy(self.model).requires_grad_(False)
+        self.config = dataclasses.replace(self.config, frozen_chain_prefix=True)
+
+    def _prefix(self, history: Obs, model: ChunkDenoiser, cond: Tensor) -> tuple[ConditionalUnet1D, Tensor]:
+        """The U-Net and features of the chain's deterministic first steps."""
+        if self.frozen_model is None or self.num_chain_parts == self.num_chain_steps:
+            return model.unet, cond
+        return self.frozen_model.unet, self.encode(history, self.frozen_model)
+
     @torch.no_grad()
-    def sample_chain(self, history: Obs) -> tuple[Tensor, Tensor, Tensor]:
+    def sample_chain(self, history: Obs, deterministic: bool = False) -> tuple[Tensor, Tensor, Tensor]:
         """Sample chunks with the stochastic chain, scoring each stochastic step.
 
-        The first ``N - K`` steps are deterministic; each of the last K draws
-        ``x' = mean + std * z`` (``z`` clipped to ``±randn_clip_value`` where the config has it).
+        The first ``N - K`` steps are deterministic (run by ``frozen_model`` where
+        :meth:`freeze_chain_prefix` made one); each of the last K draws ``x' = mean + std * z``
+        (``z`` clipped to ``±randn_clip_value`` where the config has it). ``deterministic``: every
+        step deterministic from the fixed noise (the chain and log-probabilities are then empty).
 
         Returns:
             The chunks in the env's units ``[B, Tp, *action_shape]``, the normalised chain of the
@@ -301,15 +332,21 @@ class ChunkPolicy(Policy):
         """
         model = self.acting_model
         cond = self.encode(history, model)
+        prefix_unet, prefix_cond = self._prefix(history, model, cond)
         batch = cond.shape[0]
-        x = torch.randn(batch, *self.fixed_noise.shape, device=cond.device)
+        if deterministic:
+            x = self.fixed_noise.expand(batch, -1, -1)
+        else:
+            x = torch.randn(batch, *self.fixed_noise.shape, device=cond.device)
         steps, parts = self.num_chain_steps, self.num_chain_parts
         clip = float(getattr(self.config, "randn_clip_value", 0.0))
         chain: list[Tensor] = []
         logprobs: list[Tensor] = []
         for step in range(steps):
-            stochastic = step >= steps - parts
-            mean, sample_std, logprob_std = self.chain_transition(x, step, cond, model.unet, stochastic)
+            tuned = step >= steps - parts
+            stochastic = tuned and not deterministic
+            unet, features = (model.unet, cond) if tuned else (prefix_unet, prefix_cond)
+            mean, sample_std, logprob_std = self.chain_transition(x, step, features, unet, stochastic)
             if not stochastic:
                 x = mean
                 continue
@@ -324,6 +361,8 @@ class ChunkPolicy(Policy):
         chunk = self.action_normalizer.unnormalize(x.clamp(-1, 1))
         chunk = chunk.clamp(self.action_low, self.action_high)
         chunk = chunk.reshape(batch, self.config.horizon, *self.action_shape)
+        if deterministic:
+            return chunk, x.new_zeros(batch, 0, *x.shape[1:]), x.new_zeros(batch, 0)
         return chunk, torch.stack(chain, dim=1), torch.stack(logprobs, dim=1)
 
     def score_chain(self, chain: Tensor, cond: Tensor, unet: ConditionalUnet1D) -> tuple[Tensor, Tensor]:
@@ -528,7 +567,9 @@ class ChunkPolicy(Policy):
         chunk = None
         if len(rows):
             history = {k: v[rows] for k, v in self._history.items()}
-            if deterministic:
+            if deterministic and self.frozen_model is not None:
+                chunk = self.sample_chain(history, deterministic=True)[0]
+            elif deterministic:
                 chunk, _ = self.sample_chunks(history, deterministic=True)
             else:
                 chunk, row_chain, row_logprob = self.sample_chain(history)

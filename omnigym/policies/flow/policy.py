@@ -9,7 +9,11 @@ RL fine-tuning (Flow-GRPO, ALGORITHMS.md §7.1), with ``rl_chain``: each Euler s
 Euler–Maruyama step of the reverse SDE with the ODE's marginals (``sde_step_with_logprob``),
 ``σ_t = a sqrt(t / (1 - t))`` (``1 - t_1`` in the denominator at t = 1, as the reference code),
 ``μ = x (1 + σ_t^2 Δt / (2t)) + v (1 + σ_t^2 (1 - t) / (2t)) Δt``, ``x' = μ + σ_t sqrt(-Δt) z``;
-every step is a part scored by its Gaussian log-density.
+every step is a part scored by its Gaussian log-density, or, with ``ft_denoising_steps`` K, only
+the last K (DPPO, ALGORITHMS.md §7.2: the earlier ones stay Euler ODE steps, which
+:meth:`~omnigym.policies.chunking.policy.ChunkPolicy.freeze_chain_prefix` can pin to the
+pre-trained weights). Since the SDE has the ODE's marginals at every t, switching from the ODE to
+the SDE at t = K / N keeps the chunk's distribution (up to the discretisation).
 """
 
 from __future__ import annotations
@@ -85,6 +89,10 @@ class FlowPolicyConfig(ChunkPolicyConfig):
     gains ``evaluate`` (needs integrator euler). Off: behaviour cloning's one part of log-prob 0."""
     sde_noise_level: float = 0.7
     """Flow-GRPO's noise level a: ``σ_t = a sqrt(t / (1 - t))``."""
+    ft_denoising_steps: int = 0
+    """Stochastic (fine-tuned) SDE steps K, the last ones of the chain; 0: all of them (Flow-GRPO).
+    The first ``num_inference_steps - K`` steps stay deterministic Euler steps and are not parts
+    (DPPO's practice: only the low-noise steps that shape the executed action are trained)."""
     logprob_slice: Literal["executed", "chunk"] = "chunk"
     """Score the whole chunk (Flow-GRPO: the whole sample) or its executed slice."""
     logprob_reduce: Literal["mean", "sum"] = "mean"
@@ -97,6 +105,10 @@ class FlowPolicyConfig(ChunkPolicyConfig):
             raise ValueError(f"policy.num_inference_steps must be >= 1, got {self.num_inference_steps}")
         if self.rl_chain and self.integrator != "euler":
             raise ValueError("policy.rl_chain samples with Euler–Maruyama SDE steps: set integrator to euler")
+        if not 0 <= self.ft_denoising_steps <= self.num_inference_steps:
+            raise ValueError(
+                f"policy.ft_denoising_steps must be in [0, num_inference_steps={self.num_inference_steps}]"
+            )
         if self.rl_chain and self.sde_noise_level <= 0:
             raise ValueError("policy.sde_noise_level must be > 0 under rl_chain")
 
@@ -139,8 +151,13 @@ class FlowPolicy(ChunkPolicy):
     # --- RL fine-tuning (Flow-GRPO) -------------------------------------------------------------
     @property
     def num_chain_steps(self) -> int:
-        """SDE steps per chunk (all of them are parts)."""
+        """Euler steps per chunk."""
         return self.config.num_inference_steps
+
+    @property
+    def num_chain_parts(self) -> int:
+        """The fine-tuned (stochastic) last steps K."""
+        return self.config.ft_denoising_steps or self.config.num_inference_steps
 
     def chain_transition(
         self, x: Tensor, step: int, cond: Tensor, unet: ConditionalUnet1D, stochastic: bool

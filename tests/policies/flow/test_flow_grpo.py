@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -16,6 +17,7 @@ from gymnasium import spaces
 from omnigym.envs.wrappers import VectorObservationDict
 from omnigym.platform.algorithms.grpo import GRPO
 from omnigym.platform.groups import GroupCollector
+from omnigym.policies.base import Policy
 from omnigym.policies.chunking.policy import EXTRA_CHAIN, EXTRA_HISTORY
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
 from omnigym.policies.flow.policy import TIME_SCALE, FlowPolicy, FlowPolicyConfig
@@ -95,6 +97,92 @@ def test_evaluate_matches_act_with_gradient_and_zero_noise_level_is_the_ode(make
         sde_mean, _, _ = quiet.chain_transition(x, 1, cond, quiet.model.unet, True)
         ode, _, _ = quiet.chain_transition(x, 1, cond, quiet.model.unet, False)
     torch.testing.assert_close(sde_mean, ode)
+
+
+def test_ft_denoising_steps_scores_only_the_last_sde_steps(make: Callable[..., Any]) -> None:
+    """K = 2 of 4: the first two steps are Euler ODE steps (not parts), the last two SDE parts."""
+    policy = make(rl_chain=True, ft_denoising_steps=2)
+    obs = {"state": torch.randn(3, 3)}
+    torch.manual_seed(5)
+    step = policy.act(obs)
+    chain = step.extras[EXTRA_CHAIN]
+    assert chain.shape == (3, 3, 8, 2) and step.logprob.shape == step.mask.shape == (3, 2)
+    a, dt = 0.7, -0.25
+    with torch.no_grad():
+        cond = policy.encode({"state": step.extras[EXTRA_HISTORY + "state"]}, policy.model)
+        torch.manual_seed(5)
+        x = torch.randn(3, 8, 2)  # the chain's noise: the first draw of act
+        for t in (1.0, 0.75):
+            x = x + dt * policy.model.unet(x, torch.full((3,), t * TIME_SCALE), cond)
+        torch.testing.assert_close(chain[:, 0], x, rtol=0, atol=1e-5)
+        for k, t in enumerate((0.5, 0.25)):
+            x = chain[:, k]
+            v = policy.model.unet(x, torch.full((3,), t * TIME_SCALE), cond)
+            sigma = a * math.sqrt(t / (1 - t))
+            mean = x * (1 + sigma**2 * dt / (2 * t)) + v * (1 + sigma**2 * (1 - t) / (2 * t)) * dt
+            by_hand = torch.distributions.Normal(mean, sigma * math.sqrt(-dt)).log_prob(chain[:, k + 1])
+            torch.testing.assert_close(step.logprob[:, k], by_hand.mean(dim=(1, 2)), rtol=0, atol=1e-5)
+    evaluation = policy.evaluate(obs, step.action, step.extras)
+    torch.testing.assert_close(evaluation.logprob, step.logprob, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="ft_denoising_steps"):
+        FlowPolicyConfig(num_inference_steps=4, ft_denoising_steps=5)
+
+
+def test_frozen_prefix_keeps_the_first_steps_when_the_weights_move(make: Callable[..., Any]) -> None:
+    """After ``freeze_chain_prefix`` the deterministic first N - K steps (sampled and deterministic
+    acting) run the frozen copy: moving the trained weights changes only the fine-tuned steps."""
+    policy, unfrozen = make(rl_chain=True, ft_denoising_steps=2), make(rl_chain=True, ft_denoising_steps=2)
+    policy.freeze_chain_prefix()
+    assert policy.frozen_model is not None
+    assert not any(p.requires_grad for p in policy.frozen_model.parameters())
+    assert any(k.startswith("frozen_model.") for k in policy.state_dict())
+    obs = {"state": torch.randn(3, 3)}
+
+    def act(p: Any, deterministic: bool = False) -> Any:
+        p.reset()
+        torch.manual_seed(7)
+        return p.act(obs, deterministic=deterministic)
+
+    before = {d: act(policy, d) for d in (False, True)}
+    with torch.no_grad():
+        for p in (policy, unfrozen):
+            for param in p.model.parameters():
+                param.add_(0.05 * torch.randn_like(param))
+    after = act(policy)
+    torch.testing.assert_close(after.extras[EXTRA_CHAIN][:, 0], before[False].extras[EXTRA_CHAIN][:, 0])
+    assert not torch.allclose(after.extras[EXTRA_CHAIN][:, -1], before[False].extras[EXTRA_CHAIN][:, -1])
+    moved = act(unfrozen).extras[EXTRA_CHAIN][:, 0]  # without the copy the prefix moves too
+    assert not torch.allclose(moved, before[False].extras[EXTRA_CHAIN][:, 0])
+    # deterministic acting: the frozen prefix, then the trained steps, from the fixed noise
+    with torch.no_grad():
+        x = policy.fixed_noise.expand(3, -1, -1)
+        history = {"state": after.extras[EXTRA_HISTORY + "state"]}
+        for step, model in enumerate([policy.frozen_model] * 2 + [policy.model] * 2):
+            cond = policy.encode(history, model)
+            x, _, _ = policy.chain_transition(x, step, cond, model.unet, False)
+    expected = policy.action_normalizer.unnormalize(x.clamp(-1, 1))[:, 1].clamp(-1, 1)
+    torch.testing.assert_close(act(policy, True).action, expected)
+    assert not torch.allclose(act(policy, True).action, before[True].action)
+    assert not act(policy, True).mask.any()
+
+
+def test_frozen_prefix_saves_and_loads_with_the_policy(make: Callable[..., Any], tmp_path: Path) -> None:
+    policy = make(rl_chain=True, ft_denoising_steps=2)
+    policy.freeze_chain_prefix()
+    with torch.no_grad():
+        for param in policy.model.parameters():
+            param.add_(0.05 * torch.randn_like(param))
+    policy.save_pretrained(tmp_path / "tuned")
+    loaded = Policy.from_pretrained(tmp_path / "tuned")
+    assert loaded.config.frozen_chain_prefix and loaded.frozen_model is not None
+    obs = {"state": torch.randn(3, 3)}
+    for deterministic in (False, True):
+        steps = []
+        for p in (policy, loaded):
+            p.reset()
+            torch.manual_seed(3)
+            steps.append(p.act(obs, deterministic=deterministic))
+        torch.testing.assert_close(steps[1].action, steps[0].action, rtol=0, atol=0)
 
 
 def test_rejects_rl_chain_with_heun() -> None:
