@@ -176,8 +176,15 @@ def rl_copy(bc: Any) -> Any:
 
 
 def cube_goal_distance(state: torch.Tensor) -> torch.Tensor:
-    """PushCube's cube-goal distance (m) from ``state [..., D]`` (goal at 7:10, cube at 10:13)."""
-    return (state[..., 10:13] - state[..., 7:10]).norm(dim=-1)
+    """PushCube's cube-goal distance (m) from ``state [..., D]``.
+
+    The env's layout: the goal is the gripper block's last 3 values, then the cube's position.
+    """
+    from omnigym.envs.manipulation.cube import CUBE_POS
+    from omnigym.envs.manipulation.tabletop import GRIPPER_STATE_DIM
+
+    goal = slice(GRIPPER_STATE_DIM - 3, GRIPPER_STATE_DIM)
+    return (state[..., CUBE_POS] - state[..., goal]).norm(dim=-1)
 
 
 def add_progress_shaping(rollout: Any, coef: float) -> None:
