@@ -2,6 +2,8 @@
 
 * :func:`group_advantages` — group-relative advantages (GRPO, DAPO, Dr. GRPO, Flow-GRPO), ALGORITHMS.md §0.6.
 * :func:`reward_decoupled_advantages` — GDPO's per-reward normalisation, ALGORITHMS.md §4.2.
+* :func:`process_advantages` — GRPO's process supervision: normalised step rewards summed to the end
+  of the episode, ALGORITHMS.md §2.2.
 * :func:`vtrace` — IMPALA's off-policy corrected value targets and advantages, ALGORITHMS.md §5.5.
 * :func:`gae` — re-exported from :mod:`omnigym.platform.returns` (its single home).
 
@@ -29,6 +31,7 @@ __all__ = [
     "ADVANTAGE_EPS",
     "gae",
     "group_advantages",
+    "process_advantages",
     "reward_decoupled_advantages",
     "vtrace",
 ]
@@ -118,6 +121,49 @@ def group_advantages(
     lo = inf.scatter_reduce(0, index, torch.where(valid, r, torch.inf), "amin")
     informative = (count >= 2) & (hi > lo)
     return torch.where(valid & informative[index], advantages, torch.zeros_like(advantages))
+
+
+@torch.no_grad()
+def process_advantages(
+    step_rewards: Tensor,
+    valid: Tensor,
+    group_ids: Tensor,
+    scale: Literal["group", "batch", "none"] = "group",
+    eps: float = ADVANTAGE_EPS,
+    ddof: int = 1,
+) -> Tensor:
+    """GRPO with process supervision (DeepSeekMath §4.1.3), ALGORITHMS.md §2.2, for episodes of steps.
+
+    Every valid step's reward is normalised over all valid steps of all episodes of its group
+    (:func:`group_advantages` over steps, so the same ``scale``, ``eps``, ``ddof`` and degenerate
+    cases), and a step's advantage is the sum of the normalised rewards of that step and the later
+    steps of its episode. Unlike outcome supervision, a step is credited only with what followed it:
+    with dense rewards (e.g. progress shaping) an action taken after the progress was made gets none
+    of it, which lowers the variance of long episodes' gradients.
+
+    Args:
+        step_rewards: the reward of each step of each episode (column). Shape: [T, N].
+        valid: which steps belong to the episodes (False after an episode ended). Shape: [T, N].
+        group_ids: the group of each episode. Shape: [N].
+        scale: which std divides the centred step rewards (as :func:`group_advantages`, over steps).
+        eps: added to the std.
+        ddof: delta degrees of freedom of the std.
+
+    Returns:
+        advantages, 0 on invalid steps. Shape: [T, N].
+    """
+    if step_rewards.dim() != 2 or valid.shape != step_rewards.shape:
+        raise ValueError(
+            f"step_rewards and valid must both be [T, N], got {step_rewards.shape} and {valid.shape}"
+        )
+    if group_ids.shape != step_rewards.shape[1:]:
+        raise ValueError(f"group_ids must be [N] = {step_rewards.shape[1:]}, got {group_ids.shape}")
+    rewards = _float(step_rewards)
+    nan = torch.full_like(rewards, torch.nan)
+    masked = torch.where(valid, rewards, nan).reshape(-1)  # NaN: left out of the group's statistics
+    step_groups = group_ids.expand(rewards.shape).reshape(-1)
+    normalised = group_advantages(masked, step_groups, scale, eps, ddof).reshape(rewards.shape)
+    return normalised.flip(0).cumsum(0).flip(0) * valid.to(rewards.dtype)
 
 
 @torch.no_grad()

@@ -15,8 +15,10 @@ One class, :class:`GRPO`, with the published variants as registered presets (ALG
 Data: the trainer collects with :class:`~omnigym.platform.groups.GroupCollector` (``collects =
 "groups"``): each rollout column is one episode, ``G`` consecutive columns share a start state.
 An episode's reward is its return (or its summed reward components), and its advantage is
-broadcast to every valid step and action part. Multi-step episodes are sequences of steps, each
-of ``L`` parts, so aggregation over "tokens" means over all valid parts of an episode.
+broadcast to every valid step and action part; with ``supervision: process`` each step's advantage
+is instead its group-normalised reward-to-go (DeepSeekMath's process supervision). Multi-step
+episodes are sequences of steps, each of ``L`` parts, so aggregation over "tokens" means over all
+valid parts of an episode.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from omnigym.platform.algorithms.actor_critic import mean_metrics, minibatch_ste
 from omnigym.platform.algorithms.advantages import (
     ADVANTAGE_EPS,
     group_advantages,
+    process_advantages,
     reward_decoupled_advantages,
 )
 from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig, anneal_learning_rate, rollout_logprob
@@ -93,6 +96,10 @@ class GRPOConfig(AlgorithmConfig):
     """beta of the k3 KL to a frozen copy of the initial policy (DeepSeekMath 0.04; 0: no reference)."""
     ent_coef: float = 0.0
     """Entropy bonus coefficient."""
+    supervision: Literal["outcome", "process"] = "outcome"
+    """``outcome``: one advantage per episode, from its return, on every step (GRPO). ``process``:
+    each step's reward normalised over the group's steps, summed from that step to the episode's
+    end (DeepSeekMath's process supervision; for envs with per-step rewards, e.g. shaped progress)."""
     advantage_scale: Literal["group", "batch", "none"] = "group"
     """Divide by the group's std (GRPO), the batch's, or not at all (Dr. GRPO)."""
     advantage_eps: float = ADVANTAGE_EPS
@@ -134,6 +141,15 @@ class GRPOConfig(AlgorithmConfig):
             and not 0 <= self.overlong_cache_parts < self.overlong_max_parts
         ):
             raise ValueError("algo.overlong_cache_parts must be in [0, overlong_max_parts)")
+        if self.supervision not in ("outcome", "process"):
+            raise ValueError(f"algo.supervision must be 'outcome' or 'process', got {self.supervision!r}")
+        if self.supervision == "process" and (
+            self.reward_source != "return" or self.overlong_max_parts is not None
+        ):
+            raise ValueError(
+                "algo.supervision 'process' scores the env's step rewards: it needs reward_source: return "
+                "and no overlong penalty (an episode-level term)"
+            )
 
 
 @dataclass
@@ -256,9 +272,14 @@ class GRPO(Algorithm):
             )
         rollout = rollout.to(self.device)
         T, N = rollout.num_steps, rollout.num_envs
-        per_episode = self.advantages(rollout)
-        valid = rollout.valid.to(per_episode.dtype)
-        advantages = per_episode.unsqueeze(0) * valid
+        if cfg.supervision == "process":
+            group_ids = torch.arange(N, device=self.device) // cfg.group_size
+            advantages = process_advantages(
+                rollout.rewards, rollout.valid, group_ids, cfg.advantage_scale, cfg.advantage_eps
+            )
+        else:
+            per_episode = self.advantages(rollout)
+            advantages = per_episode.unsqueeze(0) * rollout.valid.to(per_episode.dtype)
         L = rollout.mask.shape[-1]
         max_length = cfg.max_length if cfg.max_length is not None else T * L
         sequence_ids = torch.arange(N, device=self.device).expand(T, N).reshape(-1)

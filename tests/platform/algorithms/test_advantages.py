@@ -10,6 +10,7 @@ from omnigym.platform.algorithms.advantages import (
     ADVANTAGE_EPS,
     gae,
     group_advantages,
+    process_advantages,
     reward_decoupled_advantages,
     vtrace,
 )
@@ -269,3 +270,35 @@ def test_vtrace_truncation_levels():
     vs, adv = vtrace(log_rho, *args, args[-1], 0.9, rho_bar=3.0, c_bar=3.0, rho_pg_bar=1.0)
     close(vs, [[3.8]])
     close(adv, [[1.9]])
+
+
+def test_process_supervision_numbers():
+    """Steps {1, 0, 2} and {0, 1}: mean 0.8, sample std sqrt(0.7); advantage = normalised reward-to-go."""
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 99.0]])  # 99: after episode 1 ended
+    valid = torch.tensor([[True, True], [True, True], [True, False]])
+    advantages = process_advantages(rewards, valid, torch.zeros(2, dtype=torch.long), eps=0.0)
+    # normalised: (r - 0.8) / 0.836660 = [0.239046, -0.956183, 1.434274] and [-0.956183, 0.239046]
+    close(advantages, [[0.717137, -0.717137], [0.478091, 0.239046], [1.434274, 0.0]], 1e-5)
+
+
+def test_process_supervision_groups_are_separate_and_constant_groups_give_zero():
+    rewards = torch.tensor([[0.5, 0.5, 1.0, 0.0], [0.5, 0.5, 0.0, 0.0]])
+    valid = torch.ones(2, 4, dtype=torch.bool)
+    advantages = process_advantages(rewards, valid, torch.tensor([0, 0, 1, 1]))
+    assert torch.equal(advantages[:, :2], torch.zeros(2, 2))  # every step of group 0 scored 0.5
+    # group 1: steps {1, 0, 0, 0}, mean 0.25, std 0.5: normalised 1.4997 then -0.4999 (eps 1e-4)
+    close(advantages[:, 2:], [[1.49970 - 0.49990, -0.99980], [-0.49990, -0.49990]])
+
+
+def test_process_supervision_equals_outcome_supervision_for_one_step_episodes():
+    rewards = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    process = process_advantages(rewards, torch.ones(1, 4, dtype=torch.bool), ONE_GROUP)
+    close(process[0], group_advantages(rewards[0], ONE_GROUP))
+
+
+def test_process_supervision_shape_errors():
+    groups = torch.zeros(3, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"\[T, N\]"):
+        process_advantages(torch.zeros(3), torch.ones(3, dtype=torch.bool), groups)
+    with pytest.raises(ValueError, match="group_ids"):
+        process_advantages(torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), groups[:2])

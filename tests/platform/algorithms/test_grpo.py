@@ -84,6 +84,22 @@ def test_grpo_and_dr_grpo_advantages_are_broadcast_to_valid_steps() -> None:
     torch.testing.assert_close(dr.advantages[0], torch.tensor([0.75, -0.25, -0.25, -0.25]))
 
 
+def test_process_supervision_credits_each_step_with_the_rewards_after_it() -> None:
+    rollout = group_rollout([0.0, 0.0, 0.0, 0.0], lengths=[2, 2, 2, 2])
+    rollout.rewards[:] = torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    outcome = build().process_rollout(group_rollout([1.0, 0.0, 0.0, 1.0], lengths=[2, 2, 2, 2]))
+    assert outcome.advantages is not None  # returns 1, 0, 0, 1: episodes 0 and 3 tie
+    assert float(outcome.advantages[0, 0]) == pytest.approx(float(outcome.advantages[0, 3]))
+    processed = build(supervision="process").process_rollout(rollout)
+    assert processed.advantages is not None
+    # 8 steps, two of reward 1: mean 0.25, sample std sqrt(1.5 / 7) = 0.462910; normalised 1.61984, -0.53995
+    hi, lo = 1.61984, -0.53995
+    expected = torch.tensor([[hi + lo, 2 * lo, 2 * lo, lo + hi], [lo, lo, lo, hi]])
+    torch.testing.assert_close(processed.advantages, expected, atol=1e-4, rtol=0)
+    # the reward came before episode 0's second step, so that step is not credited with it
+    assert float(processed.advantages[1, 0]) < 0 < float(processed.advantages[1, 3])
+
+
 def test_all_equal_groups_give_zero_advantage_and_dapo_drops_them() -> None:
     rollout = group_rollout([1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0])
     processed = build().process_rollout(rollout)
@@ -198,6 +214,10 @@ def test_config_errors() -> None:
         build(loss_aggregation="sum")
     with pytest.raises(ValueError, match="multiple of group_size"):
         build().process_rollout(group_rollout([1.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="supervision"):
+        build(supervision="steps")
+    with pytest.raises(ValueError, match="reward_source: return"):
+        build(GDPO, supervision="process")
 
 
 @pytest.mark.parametrize("anneal", [False, True])
