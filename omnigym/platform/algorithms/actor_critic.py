@@ -15,7 +15,7 @@ from gymnasium import spaces
 from torch import Tensor
 
 from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig, anneal_learning_rate
-from omnigym.platform.algorithms.optim import FlatParameters
+from omnigym.platform.algorithms.optim import FlatParameterGroups, FlatParameters
 from omnigym.platform.types import OnPolicyBatch
 from omnigym.policies.base import Policy
 from omnigym.policies.layers import MLP, orthogonal_init
@@ -34,7 +34,11 @@ class ActorCriticConfig(AlgorithmConfig):
     num_minibatches: int = 32
     """Minibatches per epoch (minibatch size = T * N / num_minibatches)."""
     learning_rate: float = 3e-4
-    """Adam learning rate (policy and critic)."""
+    """Adam learning rate (policy, and critic unless ``critic_learning_rate`` is set)."""
+    critic_learning_rate: float | None = None
+    """The critic's own Adam learning rate (annealed alike); None: ``learning_rate``. Fine-tuning a
+    pre-trained actor wants a small actor rate while a fresh critic needs a large one (DPPO:
+    1e-5 to 1e-4 for the actor, 1e-3 for the critic)."""
     anneal_lr: bool = True
     """Decay the learning rate linearly to 0 over training."""
     adam_eps: float = 1e-5
@@ -56,6 +60,8 @@ class ActorCriticConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""
+        if self.critic_learning_rate is not None and self.critic_learning_rate <= 0:
+            raise ValueError("algo.critic_learning_rate must be > 0 (or null for algo.learning_rate)")
         if self.num_steps < 1 or self.num_epochs < 1 or self.num_minibatches < 1:
             raise ValueError("algo.num_steps, algo.num_epochs and algo.num_minibatches must be >= 1")
         if not 0.0 <= self.gamma <= 1.0:
@@ -67,7 +73,7 @@ def minibatch_steps(
     num_epochs: int,
     num_minibatches: int,
     compute_loss: Callable[[OnPolicyBatch], tuple[Tensor, Metrics]],
-    flat: FlatParameters,
+    flat: FlatParameters | FlatParameterGroups,
     optimizer: torch.optim.Optimizer,
     max_grad_norm: float,
     stop: Callable[[Metrics], bool] | None = None,
@@ -120,10 +126,23 @@ class ActorCritic(Algorithm):
         orthogonal_init(self.critic, 2**0.5)
         orthogonal_init(self.critic.layers[-1], 1.0)
         self.critic.to(self.device)
-        self.flat = FlatParameters([*policy.parameters(), *self.critic.parameters()])
-        self.optimizer = torch.optim.Adam(
-            [self.flat.param], lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
-        )
+        self.flat: FlatParameters | FlatParameterGroups
+        if cfg.critic_learning_rate is None:
+            self.flat = FlatParameters([*policy.parameters(), *self.critic.parameters()])
+            self.optimizer = torch.optim.Adam(
+                [self.flat.param], lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True
+            )
+        else:
+            self.flat = FlatParameterGroups([policy.parameters(), self.critic.parameters()])
+            actor, critic = self.flat.flat_params
+            lr = cfg.critic_learning_rate
+            groups: list[dict[str, Any]] = [
+                {"params": [actor]}, {"params": [critic], "lr": lr, "initial_lr": lr}
+            ]  # fmt: skip
+            self.optimizer = torch.optim.Adam(
+                groups,
+                lr=cfg.learning_rate, eps=cfg.adam_eps, fused=True,
+            )  # fmt: skip
 
     def value(self, obs: dict[str, Tensor]) -> Tensor:
         """V(s) for a batch. Shape: [B]."""

@@ -41,9 +41,12 @@ def rollout_logprob(policy: Policy, rollout: Rollout) -> Tensor:
 
 
 def anneal_learning_rate(optimizer: torch.optim.Optimizer, initial: float, fraction: float) -> None:
-    """Set every group's learning rate to ``initial * (1 - fraction)`` (linear decay to 0)."""
+    """Set every group's learning rate to ``initial * (1 - fraction)`` (linear decay to 0).
+
+    A group that carries its own ``"initial_lr"`` (e.g. a critic's) decays from that instead.
+    """
     for group in optimizer.param_groups:
-        group["lr"] = initial * max(0.0, 1.0 - fraction)
+        group["lr"] = group.get("initial_lr", initial) * max(0.0, 1.0 - fraction)
 
 
 @dataclass

@@ -57,6 +57,46 @@ class FlatParameters:
         return norm
 
 
+class FlatParameterGroups:
+    """Several :class:`FlatParameters`, one per optimiser param group (e.g. its own learning rate).
+
+    Offers the same calls as one :class:`FlatParameters` (the gradient-norm clip is global over
+    all groups), so an update loop need not know whether the groups are split.
+
+    Args:
+        groups: the parameters of each group (each must hold a trainable one).
+    """
+
+    def __init__(self, groups: Iterable[Iterable[nn.Parameter]]) -> None:
+        self.groups = [FlatParameters(params) for params in groups]
+        self.params = [p for group in self.groups for p in group.params]
+
+    @property
+    def flat_params(self) -> list[nn.Parameter]:
+        """Each group's flat parameter, in order (one optimiser param group each)."""
+        return [group.param for group in self.groups]
+
+    def zero_grad(self) -> None:
+        """Drop every group's module gradients."""
+        for group in self.groups:
+            group.zero_grad()
+
+    def collect_grads(self) -> list[Tensor]:
+        """Gather each group's gradients into its flat parameter's gradient."""
+        return [group.collect_grads() for group in self.groups]
+
+    def clip_grad_norm_(self, max_norm: float) -> Tensor:
+        """Scale all gathered gradients to a joint L2 norm of at most ``max_norm``; the norm before."""
+        grads = [group.param.grad for group in self.groups if group.param.grad is not None]
+        if len(grads) < len(self.groups):
+            raise RuntimeError("call collect_grads() after backward() before clipping")
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+        scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(scale)
+        return norm
+
+
 def adam(params: Iterable[nn.Parameter], lr: float) -> torch.optim.Adam:
     """Adam with the fused kernel (one call per step instead of one per tensor and operation).
 
