@@ -199,8 +199,8 @@ class ChunkPolicy(Policy):
         self._fresh = torch.zeros(0, dtype=torch.bool)
         self._ens = torch.zeros(0)
         self._ens_count = torch.zeros(0, dtype=torch.long)
-        if self.rl_chain:  # an instance-level capability: only the switched-on policy re-scores
-            setattr(self, "capabilities", type(self).capabilities | {"evaluate"})  # noqa: B010
+        if self.rl_chain:  # instance-level capabilities: only the switched-on policy re-scores
+            setattr(self, "capabilities", type(self).capabilities | {"evaluate", "features"})  # noqa: B010
 
     @staticmethod
     def _resolve_keys(observation_space: spaces.Dict, keys: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -405,6 +405,29 @@ class ChunkPolicy(Policy):
             entropy = entropy.index_put((rows,), row_entropy)
         return Evaluation(logprob=logprob, entropy=entropy)
 
+    @torch.no_grad()
+    def features(self, obs: Obs) -> Tensor:
+        """Features of single observations ``key -> [B, ...]`` for a critic (PPO, DPPO's value net).
+
+        The observation encoder (of the frozen prefix copy where there is one, else the acting
+        weights) on a history that repeats the observation, as a fresh episode's first step does.
+        No gradient flows back: a critic's loss must not move the actor's conditioning, which the
+        likelihood ratio would not see.
+        """
+        device = self.fixed_noise.device
+        steps = self.config.n_obs_steps
+        history = {}
+        for key in (*self.state_keys, *self.image_keys):
+            value = torch.as_tensor(obs[key], device=device)
+            history[key] = value.unsqueeze(1).expand(-1, steps, *value.shape[1:])
+        model = self.frozen_model if self.frozen_model is not None else self.acting_model
+        return self.encode(history, model)
+
+    @property
+    def feature_dim(self) -> int:
+        """Width of :meth:`features` (the encoder's conditioning width)."""
+        return int(self.model.encoder.out_dim)
+
     def use_ema_weights(self) -> None:
         """Copy the EMA weights into the trained network (before RL fine-tuning acts with it)."""
         if self.ema_model is not None:
@@ -486,8 +509,13 @@ class ChunkPolicy(Policy):
         return self.ema_model
 
     @torch.no_grad()
-    def sample_chunks(self, history: Obs, deterministic: bool = False) -> tuple[Tensor, list[Tensor]]:
+    def sample_chunks(
+        self, history: Obs, deterministic: bool = False, noise: Tensor | None = None
+    ) -> tuple[Tensor, list[Tensor]]:
         """Sample whole chunks for observation histories key -> ``[B, To, ...]``.
+
+        ``noise [B, horizon, action_dim]``: the sampler's initial noise (normalised units); None
+        draws it (the fixed noise when ``deterministic``).
 
         Returns:
             The chunks in the env's units, ``[B, Tp, *action_shape]``, and the normalised chain
@@ -496,7 +524,9 @@ class ChunkPolicy(Policy):
         model = self.acting_model
         cond = self.encode(history, model)
         batch = cond.shape[0]
-        if deterministic:
+        if noise is not None:
+            noise = noise.to(cond.device).reshape(batch, *self.fixed_noise.shape)
+        elif deterministic:
             noise = self.fixed_noise.expand(batch, -1, -1)
         else:
             noise = torch.randn(batch, *self.fixed_noise.shape, device=cond.device)
@@ -505,9 +535,22 @@ class ChunkPolicy(Policy):
         chunk = chunk.clamp(self.action_low, self.action_high)  # infinite bounds clamp nothing
         return chunk.reshape(batch, self.config.horizon, *self.action_shape), chain
 
-    def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
-        """One action per row from its queue, sampling a new chunk for rows whose queue is empty."""
+    def replanning(self, batch: int) -> Tensor:
+        """``[batch]`` bools: the rows whose next ``act`` (on ``batch`` rows) samples a chunk."""
+        if self.config.temporal_ensemble or self._queue_pos.shape[0] != batch:
+            return torch.ones(batch, dtype=torch.bool, device=self.fixed_noise.device)
+        return self._queue_pos >= self.config.n_action_steps
+
+    def act(self, obs: Obs, *, deterministic: bool = False, noise: Tensor | None = None) -> PolicyStep:
+        """One action per row from its queue, sampling a new chunk for rows whose queue is empty.
+
+        ``noise [B, horizon, action_dim]`` (normalised units) starts the sampler of the rows that
+        sample a chunk (:meth:`replanning`) instead of drawn or fixed noise: a steering policy
+        chooses it (``noise_steering``). Not with ``rl_chain``, whose chain draws its own.
+        """
         cfg = self.config
+        if noise is not None and self.rl_chain:
+            raise ValueError("act(noise=...) steers the deterministic sampler; rl_chain samples its own")
         current = {
             k: torch.as_tensor(obs[k], device=self.fixed_noise.device)
             for k in (*self.state_keys, *self.image_keys)
@@ -526,14 +569,17 @@ class ChunkPolicy(Policy):
         if self.rl_chain:
             return self._act_chain(batch, deterministic)
         if cfg.temporal_ensemble:
-            chunk, _ = self.sample_chunks(self._history, deterministic)
+            chunk, _ = self.sample_chunks(self._history, deterministic, noise)
             action = self._ensemble(chunk[:, cfg.n_obs_steps - 1 :])
             self._fresh = torch.zeros_like(self._fresh)
             logprob = torch.zeros(batch, 1, device=action.device)
             return PolicyStep(action=action, logprob=logprob, mask=torch.ones_like(logprob, dtype=torch.bool))
         empty = (self._queue_pos >= cfg.n_action_steps).nonzero().squeeze(-1)
         if len(empty):
-            chunk, _ = self.sample_chunks({k: v[empty] for k, v in self._history.items()}, deterministic)
+            rows_noise = None if noise is None else noise[empty]
+            chunk, _ = self.sample_chunks(
+                {k: v[empty] for k, v in self._history.items()}, deterministic, rows_noise
+            )
             start = cfg.n_obs_steps - 1
             queue, position = self._queue.clone(), self._queue_pos.clone()
             queue[empty] = chunk[:, start : start + cfg.n_action_steps]

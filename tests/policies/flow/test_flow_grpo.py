@@ -16,6 +16,8 @@ from gymnasium import spaces
 
 from omnigym.envs.wrappers import VectorObservationDict
 from omnigym.platform.algorithms.grpo import GRPO
+from omnigym.platform.algorithms.ppo import PPO
+from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.groups import GroupCollector
 from omnigym.policies.base import Policy
 from omnigym.policies.chunking.policy import EXTRA_CHAIN, EXTRA_HISTORY
@@ -241,3 +243,55 @@ def test_omnigym_grpo_fine_tunes_the_chain_on_a_box_bandit(
         algorithm.update(algorithm.process_rollout(rollout))
     print(f"{policy_name} GRPO: mean reward {rewards[0]:.3f} -> {rewards[-1]:.3f}")
     assert np.mean(rewards[-3:]) > rewards[0] + 0.3, rewards
+
+
+def test_chain_features_are_detached_encoder_outputs(make: Callable[..., Any]) -> None:
+    """A critic's input: the encoder on the repeated observation, without a path into the actor."""
+    plain, policy = make(), make(rl_chain=True)
+    assert "features" not in plain.capabilities and "features" in policy.capabilities
+    obs = {"state": torch.randn(5, 3)}
+    features = policy.features(obs)
+    assert features.shape == (5, policy.feature_dim) and not features.requires_grad
+    history = {"state": obs["state"].unsqueeze(1).expand(-1, policy.config.n_obs_steps, -1)}
+    with torch.no_grad():
+        torch.testing.assert_close(features, policy.encode(history, policy.model))
+    policy.freeze_chain_prefix()  # the frozen copy encodes from then on, whatever the trained weights do
+    with torch.no_grad():
+        for p in policy.model.encoder.parameters():
+            p.add_(0.1)
+    torch.testing.assert_close(policy.features(obs), features)
+
+
+@pytest.mark.parametrize("policy_name", ["flow", "diffusion"])
+def test_omnigym_ppo_with_a_critic_fine_tunes_the_chain_on_a_box_bandit(
+    policy_name: str, tiny_chunk_config: dict[str, Any]
+) -> None:
+    """DPPO proper: the platform's PPO (critic on the chain policy's features, GAE) on the chain."""
+    torch.manual_seed(0)
+    envs = VectorObservationDict(
+        gym.vector.SyncVectorEnv([BoxBandit] * 32, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    )
+    config_class = FlowPolicyConfig if policy_name == "flow" else DiffusionPolicyConfig
+    policy_class = FlowPolicy if policy_name == "flow" else DiffusionPolicy
+    config = config_class(**{**tiny_chunk_config, "n_action_steps": 1, "rl_chain": True, "use_ema": False})
+    policy = policy_class(config, envs.single_observation_space, envs.single_action_space)  # type: ignore[arg-type]
+    algorithm = PPO(
+        PPO.config_class(
+            num_steps=2, learning_rate=3e-3, critic_learning_rate=1e-2, num_epochs=2, num_minibatches=1,
+            anneal_lr=False,
+        ),
+        policy, envs.observation_space, envs.action_space,
+    )  # fmt: skip
+    collector = RolloutCollector(envs, policy, 2)
+    collector.reset(seed=0)
+    rewards, value_errors = [], []
+    for _ in range(12):
+        rollout, _ = collector.collect()
+        assert rollout.mask.all() and rollout.mask.shape[-1] == policy.num_chain_parts
+        processed = algorithm.process_rollout(rollout)
+        rewards.append(float(rollout.rewards.mean()))
+        value_errors.append(abs(float(processed.values.mean() - rollout.rewards.mean())))
+        algorithm.update(processed)
+    print(f"{policy_name} PPO: mean reward {rewards[0]:.3f} -> {rewards[-1]:.3f}, |V - r| {value_errors}")
+    assert np.mean(rewards[-3:]) > rewards[0] + 0.3, rewards
+    assert np.mean(value_errors[-3:]) < 0.5 * value_errors[0], value_errors  # the critic tracks the reward
