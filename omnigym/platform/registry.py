@@ -106,6 +106,7 @@ POLICIES.register("flow", "omnigym.policies.flow.policy:FlowPolicy")
 POLICIES.register("meanflow", "omnigym.policies.flow.meanflow:MeanFlowPolicy")
 POLICIES.register("diffusion_planner", "omnigym.policies.diffusion.planner:DiffusionPlanner")
 POLICIES.register("one_step_flow", "omnigym.policies.flow.one_step:OneStepFlowPolicy")
+POLICIES.register("noise_steering", "omnigym.policies.chunking.steered:NoiseSteeringPolicy")
 POLICIES.register(
     "hierarchical_diffusion_planner", "omnigym.policies.diffusion.planner:HierarchicalDiffusionPlanner"
 )

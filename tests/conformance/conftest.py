@@ -143,10 +143,17 @@ def replanning_chunk_config(policy_name: str) -> PolicyConfigHook:
     return hook
 
 
+def steering_config(obs_kind: str, action_kind: str, tiny_model_dirs: TinyModelDirs) -> Any:
+    """``noise_steering`` over a small fresh ``flow`` generator that re-plans every step (as above)."""
+    base = {"n_action_steps": 1, "down_dims": [16, 32], "state_hidden_sizes": [16], "image_widths": [8, 16]}
+    return POLICIES.get("noise_steering").config_class(base_config=base)
+
+
 PolicyConfigHook = Callable[[str, str, TinyModelDirs], Any]
 POLICY_CONFIGS: dict[str, PolicyConfigHook] = {
     "vlm": vlm_config,
     **{name: replanning_chunk_config(name) for name in ("diffusion", "flow", "meanflow")},
+    "noise_steering": steering_config,
 }
 """Policy name -> ``hook(obs_kind, action_kind, tiny_model_dirs)``: the config the policy tests
 build that policy with for those spaces (kinds as in ``test_policies.py``), or None to skip the
