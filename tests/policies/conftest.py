@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+
+from omnigym.envs.wrappers import VectorObservationDict
 
 TINY_CHUNK_CONFIG: dict[str, Any] = {
     "down_dims": (16, 32),
@@ -79,3 +82,31 @@ def _chain_bandit(policy: Any, iters: int = 15, batch: int = 64) -> tuple[float,
 def chain_bandit() -> Callable[..., tuple[float, float]]:
     """``chain_bandit(policy)``: (before, after) mean bandit reward around clipped-surrogate RL."""
     return _chain_bandit
+
+
+class BoxBandit(gym.Env):
+    """One-step episodes: reward ``-||a - (0.5, -0.5)||^2`` for a Box(-1, 1, (2,)) action."""
+
+    observation_space = CHUNK_OBS_SPACE["state"]
+    action_space = CHUNK_ACTION_SPACE
+    TARGET = np.array([0.5, -0.5], np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
+        reward = -float(((np.asarray(action) - self.TARGET) ** 2).sum())
+        return np.zeros(3, np.float32), reward, True, False, {}
+
+
+@pytest.fixture
+def bandit_envs() -> Callable[[int], VectorObservationDict]:
+    """``bandit_envs(n)``: ``n`` :class:`BoxBandit` copies as a same-step autoreset vector env."""
+
+    def build(n: int) -> VectorObservationDict:
+        return VectorObservationDict(
+            gym.vector.SyncVectorEnv([BoxBandit] * n, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        )
+
+    return build

@@ -4,17 +4,16 @@ generator, loading the generator from a folder, and choosing a mode of a bimodal
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.envs.wrappers import VectorObservationDict
 from omnigym.platform.algorithms.ppo import PPO
 from omnigym.platform.collect import RolloutCollector
 from omnigym.policies.base import Policy
@@ -112,23 +111,9 @@ def test_bad_generators_are_clear_errors(tmp_path: Path, tiny: dict[str, Any]) -
         NoiseSteeringConfig(noise_bound=0.0)
 
 
-class BimodalBandit(gym.Env):
-    """One-step episodes: reward ``-||a - (0.5, -0.5)||^2``; the clone also learned (-0.5, 0.5)."""
-
-    observation_space = OBS_SPACE["state"]
-    action_space = ACTION_SPACE
-    TARGET = np.array([0.5, -0.5], np.float32)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        return np.zeros(3, np.float32), {}
-
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
-        reward = -float(((np.asarray(action) - self.TARGET) ** 2).sum())
-        return np.zeros(3, np.float32), reward, True, False, {}
-
-
-def test_ppo_steers_a_bimodal_clone_to_its_rewarded_mode(tiny: dict[str, Any]) -> None:
+def test_ppo_steers_a_bimodal_clone_to_its_rewarded_mode(
+    tiny: dict[str, Any], bandit_envs: Callable[[int], Any]
+) -> None:
     """DSRL's point: the generator's weights stay, the noise policy picks the good mode."""
     torch.manual_seed(0)
     generator = FlowPolicy(
@@ -148,9 +133,7 @@ def test_ppo_steers_a_bimodal_clone_to_its_rewarded_mode(tiny: dict[str, Any]) -
     policy = NoiseSteeringPolicy(steer_config, OBS_SPACE, ACTION_SPACE)
     policy.base.load_state_dict(generator.state_dict())
     frozen = {k: v.clone() for k, v in policy.base.state_dict().items()}
-    envs = VectorObservationDict(
-        gym.vector.SyncVectorEnv([BimodalBandit] * 32, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    )
+    envs = bandit_envs(32)  # reward -||a - (0.5, -0.5)||^2; the clone also learned (-0.5, 0.5)
     algorithm = PPO(
         PPO.config_class(num_steps=2, learning_rate=1e-2, num_epochs=4, num_minibatches=2, anneal_lr=False),
         policy, envs.observation_space, envs.action_space,

@@ -8,13 +8,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from gymnasium import spaces
 
-from omnigym.envs.wrappers import VectorObservationDict
 from omnigym.platform.algorithms.grpo import GRPO
 from omnigym.platform.algorithms.ppo import PPO
 from omnigym.platform.collect import RolloutCollector
@@ -201,35 +198,22 @@ def test_grpo_on_the_sde_chain_raises_a_bandit_reward(
     assert after > before + 0.5, (before, after)
 
 
-class BoxBandit(gym.Env):
-    """One-step episodes: reward ``-||a - (0.5, -0.5)||^2`` for a Box(-1, 1, (2,)) action."""
-
-    observation_space = spaces.Box(-1, 1, (3,), np.float32)
-    action_space = spaces.Box(-1, 1, (2,), np.float32)
-    TARGET = np.array([0.5, -0.5], np.float32)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
-        super().reset(seed=seed)
-        return np.zeros(3, np.float32), {}
-
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict]:
-        reward = -float(((np.asarray(action) - self.TARGET) ** 2).sum())
-        return np.zeros(3, np.float32), reward, True, False, {}
+def chain_policy(policy_name: str, tiny_chunk_config: dict[str, Any], envs: Any) -> Any:
+    """A tiny ``flow`` or ``diffusion`` policy with ``rl_chain`` on that re-plans every step."""
+    config_class = FlowPolicyConfig if policy_name == "flow" else DiffusionPolicyConfig
+    policy_class = FlowPolicy if policy_name == "flow" else DiffusionPolicy
+    config = config_class(**{**tiny_chunk_config, "n_action_steps": 1, "rl_chain": True, "use_ema": False})
+    return policy_class(config, envs.single_observation_space, envs.single_action_space)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("policy_name", ["flow", "diffusion"])
 def test_omnigym_grpo_fine_tunes_the_chain_on_a_box_bandit(
-    policy_name: str, tiny_chunk_config: dict[str, Any]
+    policy_name: str, tiny_chunk_config: dict[str, Any], bandit_envs: Callable[[int], Any]
 ) -> None:
     """The platform's GRPO (group advantages, clipped ratio over the masked parts) on the chain."""
     torch.manual_seed(0)
-    envs = VectorObservationDict(
-        gym.vector.SyncVectorEnv([BoxBandit] * 32, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    )
-    config_class = FlowPolicyConfig if policy_name == "flow" else DiffusionPolicyConfig
-    policy_class = FlowPolicy if policy_name == "flow" else DiffusionPolicy
-    config = config_class(**{**tiny_chunk_config, "n_action_steps": 1, "rl_chain": True, "use_ema": False})
-    policy = policy_class(config, envs.single_observation_space, envs.single_action_space)  # type: ignore[arg-type]
+    envs = bandit_envs(32)
+    policy = chain_policy(policy_name, tiny_chunk_config, envs)
     algorithm = GRPO(
         GRPO.config_class(group_size=8, learning_rate=3e-3, num_epochs=2),
         policy, envs.observation_space, envs.action_space,
@@ -264,17 +248,12 @@ def test_chain_features_are_detached_encoder_outputs(make: Callable[..., Any]) -
 
 @pytest.mark.parametrize("policy_name", ["flow", "diffusion"])
 def test_omnigym_ppo_with_a_critic_fine_tunes_the_chain_on_a_box_bandit(
-    policy_name: str, tiny_chunk_config: dict[str, Any]
+    policy_name: str, tiny_chunk_config: dict[str, Any], bandit_envs: Callable[[int], Any]
 ) -> None:
     """DPPO proper: the platform's PPO (critic on the chain policy's features, GAE) on the chain."""
     torch.manual_seed(0)
-    envs = VectorObservationDict(
-        gym.vector.SyncVectorEnv([BoxBandit] * 32, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
-    )
-    config_class = FlowPolicyConfig if policy_name == "flow" else DiffusionPolicyConfig
-    policy_class = FlowPolicy if policy_name == "flow" else DiffusionPolicy
-    config = config_class(**{**tiny_chunk_config, "n_action_steps": 1, "rl_chain": True, "use_ema": False})
-    policy = policy_class(config, envs.single_observation_space, envs.single_action_space)  # type: ignore[arg-type]
+    envs = bandit_envs(32)
+    policy = chain_policy(policy_name, tiny_chunk_config, envs)
     algorithm = PPO(
         PPO.config_class(
             num_steps=2, learning_rate=3e-3, critic_learning_rate=1e-2, num_epochs=2, num_minibatches=1,
