@@ -35,10 +35,15 @@ gradient is mostly noise, and Adam moves every weight by about the learning rate
 signal. The shaping makes every group informative (distances always differ) and is aligned with
 success; docs/policies.md has the figures of every variant.
 
-Usage: ``omnigym bench pushcube_rl_finetune [--quick]`` (full: seeds 0 and 1, 2,000 BC steps and
-60 GRPO updates of 128 episodes per seed, 200 test episodes; quick: seed 0, 12 updates of 64
-episodes, 50 test episodes; docs/policies.md has the measured times on a shared 2-core CPU).
-``--seeds 0`` and ``--seeds 1`` in two processes use both cores.
+Usage: ``omnigym bench pushcube_rl_finetune [--quick] [--method grpo|ppo|steering]`` (full: seeds 0
+and 1, 2,000 BC steps and 60 GRPO updates of 128 episodes per seed, 200 test episodes; quick:
+seed 0, 12 updates of 64 episodes, 50 test episodes; docs/policies.md has the measured times on a
+shared 2-core CPU). ``--seeds 0`` and ``--seeds 1`` in two processes use both cores.
+
+``--method ppo`` trains the same chain by PPO with a critic (DPPO proper: GAE over the env steps,
+the critic on the clone's observation features at its own learning rate); ``--method steering``
+keeps the clone frozen and trains a Gaussian policy over its initial noise by PPO (DSRL,
+``noise_steering``). Both collect 64 envs x 40 steps per update, 200 updates in a full run.
 """
 
 from __future__ import annotations
@@ -106,6 +111,28 @@ distance its cube gained towards the goal, so the groups whose episodes all fail
 succeeded) still rank their episodes; 5 makes 20 cm of progress worth one success."""
 QUICK_UPDATES, FULL_UPDATES = 12, 60
 """GRPO updates per seed (one batch of ``groups * GROUP_SIZE`` episodes each)."""
+METHODS = ("grpo", "ppo", "steering")
+"""``grpo``: Flow-GRPO over the SDE chain (above). ``ppo``: the same chain trained by PPO with a
+critic and GAE (DPPO proper). ``steering``: DSRL, PPO over the initial noise of the frozen clone
+(``noise_steering``)."""
+PPO_ENVS, PPO_STEPS = 64, 40
+"""PPO rollouts: 64 envs x 40 steps (2,560 steps, about the GRPO batch's) per update."""
+PPO_FULL_UPDATES = 200
+"""Full-run updates of ``ppo`` and ``steering`` (an update costs 4-6 s against GRPO's 14)."""
+PPO_SETTINGS: dict[str, Any] = {
+    "learning_rate": 3e-5, "critic_learning_rate": 1e-3, "anneal_lr": True, "num_epochs": 2,
+    "num_minibatches": 4, "gamma": 0.99, "gae_lambda": 0.95, "clip_coef": 0.2,
+    "critic_hidden_sizes": (256, 256),
+}  # fmt: skip
+"""PPO on the chain: the GRPO settings for the actor, a critic on the clone's observation features at
+its own rate 1e-3 (DPPO's), which learns alone for the first ``CRITIC_WARMUP`` updates."""
+CRITIC_WARMUP = 5
+STEERING_SETTINGS: dict[str, Any] = {
+    "learning_rate": 1e-3, "anneal_lr": True, "num_epochs": 10, "num_minibatches": 4, "gamma": 0.99,
+    "gae_lambda": 0.95, "clip_coef": 0.2, "critic_hidden_sizes": (256, 256),
+}  # fmt: skip
+"""PPO over the noise (a small Gaussian MLP policy: CleanRL's continuous-control settings, but lr
+1e-3: at 3e-4, 60 updates left the success of both seeds where it was, docs/policies.md)."""
 
 
 def expert_policy(noise_std: float = 0.0) -> Any:
@@ -206,6 +233,86 @@ def add_progress_shaping(rollout: Any, coef: float) -> None:
     rollout.rewards[:-1] += coef * (distance[:-1] - distance[1:]) * same_episode
 
 
+def training_figures(
+    policy: Any, tic: float, updates: int, episodes: int, env_steps: int, curve: list[float]
+) -> dict[str, Any]:
+    """Put ``policy`` back to acting and summarise a fine-tuning run (``curve``: success per batch)."""
+    policy.eval()
+    policy.reset()
+    return {
+        "rl_s": round(time.perf_counter() - tic, 1), "updates": updates, "episodes": episodes,
+        "env_steps": env_steps, "train_success_first10": round(statistics.mean(curve[:10]), 4),
+        "train_success_last10": round(statistics.mean(curve[-10:]), 4),
+    }  # fmt: skip
+
+
+def add_progress_shaping_continuing(rollout: Any, coef: float) -> None:
+    """:func:`add_progress_shaping` for a continuing rollout ``[T, N]`` (auto-reset envs).
+
+    Step t's next observation is step t + 1's, or ``next_obs`` after the last step; steps that end
+    an episode get no term (their next stored observation is the next episode's first).
+    """
+    distance = cube_goal_distance(rollout.obs["state"].float())
+    last = cube_goal_distance(rollout.next_obs["state"].float()).unsqueeze(0)
+    following = torch.cat([distance[1:], last])
+    rollout.rewards += coef * (distance - following) * (rollout.valid & ~rollout.dones)
+
+
+def steering_policy(bc: Any, folder: Path) -> Any:
+    """``noise_steering`` over ``bc`` (saved to ``folder`` and loaded from there, as a user would)."""
+    from omnigym.policies.chunking.steered import NoiseSteeringConfig, NoiseSteeringPolicy
+
+    bc.save_pretrained(folder)
+    return NoiseSteeringPolicy(
+        NoiseSteeringConfig(base_path=str(folder)), bc.observation_space, bc.action_space
+    )
+
+
+def fine_tune_ppo(policy: Any, updates: int, seed: int, steering: bool, log: bool = True) -> dict[str, Any]:
+    """``updates`` PPO updates of ``policy`` (the chain, or a steering policy) in place; training figures."""
+    from omnigym.platform.algorithms.ppo import PPO
+    from omnigym.platform.collect import RolloutCollector
+    from omnigym.platform.vec_env import EnvConfig, make_vec_env
+
+    torch.manual_seed(seed)
+    envs = make_vec_env(EnvConfig(
+        id=ENV_ID, num_envs=PPO_ENVS, vectorization="sync", kwargs=ENV_KWARGS, max_episode_steps=RL_MAX_STEPS
+    ))  # fmt: skip
+    settings = STEERING_SETTINGS if steering else PPO_SETTINGS
+    algorithm = PPO(
+        PPO.config_class(num_steps=PPO_STEPS, **settings), policy, envs.observation_space, envs.action_space
+    )
+    collector = RolloutCollector(envs, policy, PPO_STEPS)
+    collector.reset(seed=[RL_SEED + 100_000 * seed + i for i in range(PPO_ENVS)])
+    warmup = 0 if steering else CRITIC_WARMUP
+    curve: list[float] = []
+    env_steps = episodes = 0
+    tic = time.perf_counter()
+    for update in range(1, updates + 1):
+        policy.train()
+        rollout, _ = collector.collect()
+        env_steps += int(rollout.valid.sum())
+        ended = int(rollout.dones.sum())
+        episodes += ended
+        curve.append(float((rollout.rewards > 0.5).sum()) / max(ended, 1))  # sparse: 1 on success
+        add_progress_shaping_continuing(rollout, PROGRESS_SHAPING)
+        if update <= warmup:  # the critic alone learns the BC policy's values first
+            algorithm.optimizer.param_groups[0]["lr"] = 0.0
+        else:
+            algorithm.set_progress((update - 1 - warmup) / max(updates - warmup, 1))
+        metrics = algorithm.update(algorithm.process_rollout(rollout))
+        if log and update % 10 == 0:
+            print(
+                f"  update {update}: training success (last 10 batches) {statistics.mean(curve[-10:]):.2f}, "
+                f"explained variance {metrics['train/explained_variance']:.2f}, approx_kl "
+                f"{metrics['train/approx_kl']:.4f}, clipfrac {metrics['train/clipfrac']:.3f} "
+                f"({time.perf_counter() - tic:.0f} s)",
+                flush=True,
+            )
+    envs.close()
+    return training_figures(policy, tic, updates, episodes, env_steps, curve)
+
+
 def fine_tune(policy: Any, updates: int, seed: int, groups: int, log: bool = True) -> dict[str, Any]:
     """``updates`` GRPO updates on the SDE chain of ``policy`` (in place); training figures."""
     from omnigym.platform.algorithms.grpo import GRPO
@@ -243,19 +350,19 @@ def fine_tune(policy: Any, updates: int, seed: int, groups: int, log: bool = Tru
                 flush=True,
             )
     envs.close()
-    policy.eval()
-    policy.reset()
-    return {
-        "rl_s": round(time.perf_counter() - tic, 1), "updates": updates, "episodes": updates * envs.num_envs,
-        "env_steps": env_steps, "train_success_first10": round(statistics.mean(curve[:10]), 4),
-        "train_success_last10": round(statistics.mean(curve[-10:]), 4),
-    }  # fmt: skip
+    return training_figures(policy, tic, updates, updates * envs.num_envs, env_steps, curve)
 
 
-def run_seed(seed: int, bc_steps: int, rl_updates: int, groups: int, test_episodes: int) -> dict[str, Any]:
-    """BC, evaluation, fine-tuning and evaluation again for one seed."""
+def run_seed(
+    seed: int, bc_steps: int, rl_updates: int, groups: int, test_episodes: int, method: str, folder: Path
+) -> dict[str, Any]:
+    """BC, evaluation, fine-tuning (``method``) and evaluation again for one seed.
+
+    "Before" is the clone as the method starts from it: the chain copy (``grpo``, ``ppo``) or the
+    steering policy at initialisation (``steering``: deterministic acting from the mean noise, 0).
+    """
     bc, bc_s = behaviour_cloning(bc_steps, seed)
-    policy = rl_copy(bc)
+    policy = steering_policy(bc, folder / f"bc{seed}") if method == "steering" else rl_copy(bc)
     before = {
         "deterministic": evaluate(policy, test_episodes, True),
         "sampled": evaluate(policy, test_episodes, False, seed),
@@ -265,7 +372,10 @@ def run_seed(seed: int, bc_steps: int, rl_updates: int, groups: int, test_episod
         f"sampled (SDE) {before['sampled']['success']:.2f}",
         flush=True,
     )
-    training = fine_tune(policy, rl_updates, seed, groups)
+    if method == "grpo":
+        training = fine_tune(policy, rl_updates, seed, groups)
+    else:
+        training = fine_tune_ppo(policy, rl_updates, seed, steering=method == "steering")
     after = {
         "deterministic": evaluate(policy, test_episodes, True),
         "sampled": evaluate(policy, test_episodes, False, seed),
@@ -288,6 +398,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="*", help="seeds to run (default: 0 1; quick: 0)")
     parser.add_argument("--rl-updates", type=int, help="GRPO updates per seed")
     parser.add_argument("--groups", type=int, help=f"groups of {GROUP_SIZE} episodes per GRPO batch")
+    parser.add_argument("--method", choices=METHODS, default="grpo", help="fine-tuning method (see METHODS)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -296,6 +407,8 @@ def main() -> None:
     else:
         seeds, rl_updates, groups, test_episodes = [0, 1], FULL_UPDATES, FULL_GROUPS, 200
     seeds = args.seeds if args.seeds else seeds
+    if args.method != "grpo" and not args.quick:
+        rl_updates = PPO_FULL_UPDATES
     rl_updates = args.rl_updates or rl_updates
     groups = args.groups or groups
     start = time.perf_counter()
@@ -314,7 +427,10 @@ def main() -> None:
         }
         for name, row in references.items():
             print(f"{name}: success {row['success']:.2f}, length {row['length']:.1f}", flush=True)
-        rows = [run_seed(seed, BC_STEPS, rl_updates, groups, test_episodes) for seed in seeds]
+        rows = [
+            run_seed(seed, BC_STEPS, rl_updates, groups, test_episodes, args.method, Path(tmp))
+            for seed in seeds
+        ]
     header = ("seed", "BC det", "RL det", "BC SDE", "RL SDE", "BC s", "RL s")
     print("\n" + " | ".join(f"{h:>6}" for h in header))
     for r in rows:
@@ -342,7 +458,7 @@ def main() -> None:
     )
     print(json.dumps({
         "bench": "pushcube_rl_finetune",
-        "ratio": round(statistics.mean(ratios), 4),
+        "ratio": round(statistics.mean(ratios), 4), "method": args.method,
         "bc_success": mean("before", "deterministic"), "rl_success": mean("after", "deterministic"),
         "bc_success_sampled": mean("before", "sampled"), "rl_success_sampled": mean("after", "sampled"),
         "expert_success": references["expert"]["success"], "random_success": references["random"]["success"],
@@ -355,6 +471,8 @@ def main() -> None:
             "ft_denoising_steps": FT_DENOISING_STEPS, "logprob_slice": LOGPROB_SLICE,
             "progress_shaping": PROGRESS_SHAPING,
         },
+        "ppo": {**PPO_SETTINGS, "envs": PPO_ENVS, "steps": PPO_STEPS, "critic_warmup": CRITIC_WARMUP},
+        "steering": STEERING_SETTINGS,
         "test_episodes": test_episodes, "threads": torch.get_num_threads(), "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip

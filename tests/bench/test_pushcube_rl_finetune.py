@@ -68,3 +68,25 @@ def test_progress_shaping_telescopes_to_the_distance_gained_within_each_episode(
     expected_1 = 5.0 * (distance[0, 1] - distance[3, 1])  # failure, cube pushed 50 cm away
     torch.testing.assert_close(returns, torch.stack([expected_0, expected_1]))
     assert float(rollout.rewards[2, 0]) == 1.0 and float(rollout.rewards[3, 0]) == 0.0
+
+
+def test_continuing_shaping_skips_episode_ends_and_uses_next_obs_after_the_last_step():
+    """Auto-reset rollouts: step t gains c (d_t - d_{t+1}) unless it ended an episode; the last step
+    reads ``next_obs``."""
+    bench = _bench_module()
+    T, N = 3, 1
+    state = torch.zeros(T, N, 23)
+    state[..., 7:10] = torch.tensor([0.0, 0.0, 0.02])  # the goal at the origin
+    state[:, 0, 10] = torch.tensor([0.4, 0.3, 0.6])  # step 2 starts a new episode after step 1 ended
+    state[..., 12] = 0.02
+    next_state = state[-1].clone()
+    next_state[0, 10] = 0.5
+    dones = torch.tensor([[False], [True], [False]])
+    rewards = torch.tensor([[0.0], [1.0], [0.0]])
+    rollout = SimpleNamespace(
+        obs={"state": state}, next_obs={"state": next_state}, valid=torch.ones(T, N, dtype=torch.bool),
+        dones=dones, rewards=rewards.clone(),
+    )  # fmt: skip
+    bench.add_progress_shaping_continuing(rollout, 5.0)
+    expected = torch.tensor([[5.0 * (0.4 - 0.3)], [1.0], [5.0 * (0.6 - 0.5)]])
+    torch.testing.assert_close(rollout.rewards, expected)
