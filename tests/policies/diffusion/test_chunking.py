@@ -194,7 +194,9 @@ def test_temporal_ensembling_averages_every_chunks_prediction_of_the_step(
     policy = make(n_obs_steps=1, horizon=4, n_action_steps=1, temporal_ensemble=True, ensemble_coeff=0.5)
     values = iter([1.0, 3.0, 5.0, 7.0])
 
-    def constant_chunks(history: dict, deterministic: bool = False) -> tuple[torch.Tensor, list]:
+    def constant_chunks(
+        history: dict, deterministic: bool = False, noise: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, list]:
         return torch.full((history["state"].shape[0], 4, 2), next(values)), []
 
     monkeypatch.setattr(policy, "sample_chunks", constant_chunks)
