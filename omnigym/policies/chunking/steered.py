@@ -7,8 +7,8 @@ so what it learned from the demonstrations stays; the RL policy only picks, per 
 the generator's chunks to execute. Its action is the noise ``w [horizon * action_dim]``, a
 Gaussian with a state-dependent mean and a state-independent std, one part per chunk.
 
-At initialisation (mean 0, std 1) the noise is the standard normal the generator was trained
-from, so the steered policy acts exactly like the frozen policy's sampling. Any on-policy
+At initialisation (mean about 0, std 1) the noise is about the standard normal the generator was
+trained from, so the steered policy acts like the frozen policy's sampling. Any on-policy
 algorithm trains it (PPO with its critic on :meth:`NoiseSteeringPolicy.features`); only the env
 steps that start a chunk carry the part (mask True), as under ``rl_chain``.
 """
@@ -162,7 +162,7 @@ def load_generator(
         base = cls(base_config, observation_space, action_space)
     if tuple(base.action_space.shape or ()) != tuple(action_space.shape or ()):
         raise ValueError(
-            f"policy.base_path acts in {base.action_space}, the env in {action_space}: they must match"
+            f"the generator acts in {base.action_space}, the env in {action_space}: they must match"
         )
     if not isinstance(base, ChunkPolicy):
         raise TypeError(
