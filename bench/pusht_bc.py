@@ -8,15 +8,18 @@
    data, same optimiser settings (AdamW, cosine schedule, EMA), same number of steps.
 3. Evaluation from a fixed seed (deterministic acting): success rate and mean final coverage of
    the T over the target for the expert and both policies; the latency of one action chunk at
-   batch 1 on one CPU thread (median of ``LATENCY_CALLS`` calls after warm-up); training wall time.
+   batch 1 on one CPU thread (median of ``LATENCY_CALLS`` calls after warm-up, the two policies
+   taking turns, before any evaluation); training wall time.
 
 Last line: one JSON object; ``ratio`` = diffusion's chunk latency / MeanFlow's (the issue asks
 for >= 8), with the success rates, coverages, latencies, training times and budgets.
 
-Usage: ``omnigym bench pusht_bc [--quick]`` (full: 200 demonstrations, 20,000 BC steps of 64
-windows per policy, the configs' U-Net, 50 test episodes; quick: 50 demonstrations, 600 steps,
-a smaller U-Net, 10 test episodes). Diffusion Policy's PushT results take hours of GPU
-training: on a CPU the quick budget measures the latencies, not a policy that solves the task.
+Usage: ``omnigym bench pusht_bc [--quick] [--jobs N]`` (full: 1,000 demonstrations, 12,000 BC
+steps of 128 windows per policy, 50 test episodes, about 50 min on a 2-core CPU; quick: 50
+demonstrations, 600 steps of 64, 10 test episodes, a few minutes). Both use a CPU-sized U-Net
+(``CPU_NET``, 1.6 M parameters; the configs' is 6.3 M). ``--jobs 2`` trains the two policies in
+two processes of one thread each (the default on a CPU for the full run); the latencies are
+measured afterwards, one policy at a time.
 """
 
 from __future__ import annotations
@@ -24,14 +27,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import multiprocessing
 import os
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from omnigym.policies.base import Policy
 
 ENV_ID = "omnigym/PushT-v0"
 DATASET_ID = "omnigym/pusht-expert-v0"
@@ -39,13 +46,15 @@ EVAL_SEED = 10_000
 """First test episode's seed (the demonstrations use seeds 0, 1, ...)."""
 POLICIES = ("diffusion", "meanflow")
 LEARNING_RATE = 1e-3
-"""The rate of the better earlier CPU attempt on PushT (docs/policies.md: flow at 1e-3 for 1,500
-steps reached coverage 0.20, diffusion at 3e-4 for 3,000 steps 0.11); not tuned further."""
-LATENCY_WARMUP, LATENCY_CALLS = 5, 50
+"""Peak AdamW rate (cosine decay to 0): Diffusion Policy's 1e-4 needs far more steps than a CPU
+run affords; not tuned further. Most of the success comes in the last quarter of the decay
+(diffusion's 20-episode progress evaluations in a trial: 0.00, 0.25, 0.30, 0.90)."""
+LATENCY_WARMUP, LATENCY_CALLS, LATENCY_ROUNDS = 5, 100, 5
 PROGRESS_EPISODES = 10
 """Test episodes of the progress evaluations a full run logs every quarter of training."""
-QUICK_NET = ["down_dims=[32,64,128]", "state_hidden_sizes=[128,128]", "time_embed_dim=64"]
-"""Policy overrides of the quick run: 1.6 M parameters instead of the configs' 6.3 M."""
+CPU_NET = ["down_dims=[32,64,128]", "state_hidden_sizes=[128,128]", "time_embed_dim=64"]
+"""Policy overrides of both runs: 1.6 M parameters instead of the configs' 6.3 M (a third of
+the training time on a CPU)."""
 
 
 def demonstrations(episodes: int) -> Any:
@@ -82,22 +91,29 @@ def evaluate(policy: Any, episodes: int) -> dict[str, float]:
     }
 
 
-def chunk_latency_ms(policy: Any, history: dict[str, torch.Tensor]) -> float:
-    """Median wall time of one deterministic chunk at batch 1 on one thread (ms)."""
+def chunk_latencies_ms(policies: dict[str, Any], history: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Median wall time of one deterministic chunk at batch 1 on one thread, per policy (ms).
+
+    The policies take turns over ``LATENCY_ROUNDS`` rounds, so a change in the machine's load
+    (other processes, env workers shutting down) weighs on both alike rather than on one.
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    times: dict[str, list[float]] = {name: [] for name in policies}
     try:
-        policy.eval()
-        for _ in range(LATENCY_WARMUP):
-            policy.sample_chunks(history, deterministic=True)
-        times = []
-        for _ in range(LATENCY_CALLS):
-            tic = time.perf_counter()
-            policy.sample_chunks(history, deterministic=True)
-            times.append(time.perf_counter() - tic)
+        for policy in policies.values():
+            policy.eval()
+            for _ in range(LATENCY_WARMUP):
+                policy.sample_chunks(history, deterministic=True)
+        for _ in range(LATENCY_ROUNDS):
+            for name, policy in policies.items():
+                for _ in range(LATENCY_CALLS // LATENCY_ROUNDS):
+                    tic = time.perf_counter()
+                    policy.sample_chunks(history, deterministic=True)
+                    times[name].append(time.perf_counter() - tic)
     finally:
         torch.set_num_threads(threads)
-    return 1000 * statistics.median(times)
+    return {name: 1000 * statistics.median(values) for name, values in times.items()}
 
 
 def first_history(n_obs_steps: int) -> dict[str, torch.Tensor]:
@@ -108,34 +124,71 @@ def first_history(n_obs_steps: int) -> dict[str, torch.Tensor]:
     return {"state": state.unsqueeze(1).expand(1, n_obs_steps, -1).contiguous()}
 
 
+def train_policy(
+    name: str, imitation: dict[str, Any], datasets: str, out: str, device: str, threads: int
+) -> dict[str, Any]:
+    """Clone ``name`` from the demonstrations under ``datasets``; save it to ``out``.
+
+    Runs in the bench's process or in a worker process (``--jobs``), hence plain arguments.
+    """
+    from omnigym.policies.chunking.train import ImitationConfig, imitate_dataset
+
+    os.environ["MINARI_DATASETS_PATH"] = datasets
+    if threads:
+        torch.set_num_threads(threads)
+    if imitation["log_every"]:  # hours of training: show the imitation log and progress evaluations
+        logging.basicConfig(level=logging.INFO, format=f"[{name}] %(message)s", force=True)
+    tic = time.perf_counter()
+    policy, history = imitate_dataset(
+        DATASET_ID, name, list(CPU_NET), ImitationConfig(**imitation), device=device
+    )
+    train_s = time.perf_counter() - tic
+    policy.to("cpu").save_pretrained(out)
+    return {
+        "train_s": round(train_s, 1),
+        "final_loss": {k: round(v, 4) for k, v in history[-1].items() if k.startswith("train/loss")},
+        "parameters": sum(p.numel() for p in policy.model.parameters()),
+    }
+
+
 def main() -> None:
     """Demonstrate, clone both policies, evaluate and time them; the last line is JSON."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="50 demonstrations, 600 BC steps, small U-Net, 10 test episodes"
+        "--quick", action="store_true", help="50 demonstrations, 600 BC steps, 10 test episodes"
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
-        "--threads", type=int, default=0, help="torch CPU threads (0: 1 with --quick, else torch's default)"
-    )
+        "--threads", type=int, default=0,
+        help="torch CPU threads per training process (0: 1 with --quick or --jobs 2, else torch's default)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--jobs", type=int, default=0,
+        help="policies trained at once, each in its own process (0: 2 for a full run on a CPU, else 1)",
+    )  # fmt: skip
     args = parser.parse_args()
-    if args.threads or args.quick:
-        torch.set_num_threads(args.threads or 1)  # one thread is steadier on a shared 2-core CPU
-    from omnigym.policies.chunking.train import ImitationConfig, imitate_dataset
-
-    if not args.quick:  # hours of training: show the imitation log and progress evaluations
-        logging.basicConfig(level=logging.INFO, format="%(message)s")
-
+    jobs = args.jobs or (2 if args.device == "cpu" and not args.quick else 1)
+    if jobs < 1:
+        parser.error("--jobs must be >= 1")
+    threads = args.threads or (1 if jobs > 1 or args.quick else 0)
+    if threads:  # also for the evaluations: closed-loop PushT outcomes change with the thread count
+        torch.set_num_threads(threads)
     if args.quick:
-        episodes, bc_steps, batch_size, test_episodes, overrides = 50, 600, 64, 10, QUICK_NET
+        episodes, bc_steps, batch_size, test_episodes = 50, 600, 64, 10
     else:
-        episodes, bc_steps, batch_size, test_episodes, overrides = 200, 20_000, 64, 50, []
+        episodes, bc_steps, batch_size, test_episodes = 1000, 12_000, 128, 50
+    imitation = {
+        "steps": bc_steps, "batch_size": batch_size, "learning_rate": LEARNING_RATE, "warmup_steps": 500,
+        "log_every": 0 if args.quick else 1000, "seed": 0, "eval_every": 0 if args.quick else bc_steps // 4,
+        "eval_episodes": 0 if args.quick else PROGRESS_EPISODES,
+    }  # fmt: skip
     start = time.perf_counter()
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ["MINARI_DATASETS_PATH"] = str(Path(tmp) / "datasets")
+        datasets = str(Path(tmp) / "datasets")
+        os.environ["MINARI_DATASETS_PATH"] = datasets
         summary = demonstrations(episodes)
         demo_steps = summary.steps
         print(
@@ -148,32 +201,28 @@ def main() -> None:
             f"pusht_expert: success {figures['expert']['success']:.2f}, coverage "
             f"{figures['expert']['coverage']:.3f} ({time.perf_counter() - tic:.0f} s)"
         )
-        for name in POLICIES:
-            imitation = ImitationConfig(
-                steps=bc_steps, batch_size=batch_size, learning_rate=LEARNING_RATE,
-                warmup_steps=500, log_every=0 if args.quick else 1000, seed=0,
-                eval_every=0 if args.quick else bc_steps // 4,
-                eval_episodes=0 if args.quick else PROGRESS_EPISODES,
-            )  # fmt: skip
-            tic = time.perf_counter()
-            policy, history = imitate_dataset(
-                DATASET_ID, name, list(overrides), imitation, device=args.device
-            )
-            train_s = time.perf_counter() - tic
-            policy.to("cpu")
-            latency = chunk_latency_ms(policy, first_history(policy.config.n_obs_steps))
+        tic = time.perf_counter()
+        work = [(name, imitation, datasets, str(Path(tmp) / name), args.device, threads) for name in POLICIES]
+        if jobs > 1:
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                trained = dict(zip(POLICIES, pool.map(train_policy, *zip(*work, strict=True)), strict=True))
+        else:
+            trained = {item[0]: train_policy(*item) for item in work}
+        training_wall_s = time.perf_counter() - tic
+        policies = {name: Policy.from_pretrained(Path(tmp) / name) for name in POLICIES}
+        latencies = chunk_latencies_ms(policies, first_history(policies[POLICIES[0]].config.n_obs_steps))
+        for name, policy in policies.items():  # evaluated after the timing: env workers add load
+            latency = latencies[name]
             tic = time.perf_counter()
             row = evaluate(policy, test_episodes)
-            losses = {k: round(v, 4) for k, v in history[-1].items() if k.startswith("train/loss")}
             figures[name] = {
-                **row, "latency_ms": round(latency, 2), "train_s": round(train_s, 1),
-                "eval_s": round(time.perf_counter() - tic, 1), "final_loss": losses,
-                "parameters": sum(p.numel() for p in policy.model.parameters()),
+                **row, "latency_ms": round(latency, 2), **trained[name],
+                "eval_s": round(time.perf_counter() - tic, 1),
             }  # fmt: skip
             print(
                 f"{name}: success {row['success']:.2f}, coverage {row['coverage']:.3f}, "
-                f"chunk latency {latency:.1f} ms, BC {train_s:.0f} s ({bc_steps} steps, {losses}), "
-                f"eval {figures[name]['eval_s']:.0f} s"
+                f"chunk latency {latency:.1f} ms, BC {trained[name]['train_s']:.0f} s ({bc_steps} steps, "
+                f"{trained[name]['final_loss']}), eval {figures[name]['eval_s']:.0f} s"
             )
     dp, mf, ex = figures["diffusion"], figures["meanflow"], figures["expert"]
     ratio = dp["latency_ms"] / mf["latency_ms"] if mf["latency_ms"] else float("inf")
@@ -195,8 +244,9 @@ def main() -> None:
         "diffusion_vs_expert": round(relative, 4),
         "figures": figures, "demo_episodes": episodes, "demo_steps": demo_steps,
         "bc_steps": bc_steps, "batch_size": batch_size, "learning_rate": LEARNING_RATE,
-        "policy_overrides": list(overrides), "test_episodes": test_episodes,
-        "device": args.device, "threads": torch.get_num_threads(), "quick": args.quick,
+        "policy_overrides": CPU_NET, "test_episodes": test_episodes, "jobs": jobs,
+        "training_wall_s": round(training_wall_s, 1),
+        "device": args.device, "threads": threads or torch.get_num_threads(), "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 
