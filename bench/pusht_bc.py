@@ -15,11 +15,11 @@ Last line: one JSON object; ``ratio`` = diffusion's chunk latency / MeanFlow's (
 for >= 8), with the success rates, coverages, latencies, training times and budgets.
 
 Usage: ``omnigym bench pusht_bc [--quick] [--jobs N]`` (full: 1,000 demonstrations, 12,000 BC
-steps of 128 windows per policy, 50 test episodes, about 50 min on a 2-core CPU; quick: 50
+steps of 128 windows per policy, 50 test episodes, about 60 min on a 2-core CPU; quick: 50
 demonstrations, 600 steps of 64, 10 test episodes, a few minutes). Both use a CPU-sized U-Net
 (``CPU_NET``, 1.6 M parameters; the configs' is 6.3 M). ``--jobs 2`` trains the two policies in
 two processes of one thread each (the default on a CPU for the full run); the latencies are
-measured afterwards, one policy at a time.
+measured afterwards, before the evaluations, the two policies taking turns.
 """
 
 from __future__ import annotations
