@@ -15,18 +15,23 @@ Last line: one JSON object; ``ratio`` = the flat diffusion planner's PDMS / cons
 (above 1: the diffusion planner drives better than constant velocity), ``ratio_hierarchical`` =
 hierarchical PDMS / flat PDMS, and every figure.
 
-Usage: ``omnigym bench driving_diffusion [--quick]`` (full: 200 demonstration episodes, 6000 BC
-steps of 256 plans per planner, 100 test scenes; quick: 48 episodes, 800 steps of 128, 48 test
-scenes; about 8 min on one CPU thread).
+Usage: ``omnigym bench driving_diffusion [--quick] [--seed N] [--jobs N]`` (full: 200 demonstration
+episodes, 6000 BC steps of 256 plans per planner, 100 test scenes; quick: 48 episodes, 800 steps
+of 128, 48 test scenes; about 8 min on one CPU thread). ``--seed`` sets the planners'
+initialisation and window order (the demonstrations and test scenes stay the same), so that
+reruns measure the seed-to-seed spread; ``--jobs 2`` trains the two planners at once in two
+processes of one thread each (the default for a full run on a CPU).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +42,12 @@ OBS_KEYS = ["state", "agents", "route", "lanes", "lights"]
 TRAIN: dict[str, Any] = {"split": "train", "num_scenes": 200, "obs_keys": OBS_KEYS}
 EVAL_SEED = 1_000_000
 PLANNERS = ("diffusion_planner", "hierarchical_diffusion_planner")
+DATASET_ID = "omnigym/driving-pdm-closed-v0"
 
 
-def demonstrations(episodes: int, dataset_id: str) -> Any:
-    """``pdm_closed``'s episodes on training scenes, collected to a Minari dataset and read back."""
-    from omnigym.platform.datasets import collect_dataset, load_dataset_steps
+def demonstrations(episodes: int, dataset_id: str) -> int:
+    """``pdm_closed``'s episodes on training scenes, collected to a Minari dataset; their step count."""
+    from omnigym.platform.datasets import collect_dataset
     from omnigym.platform.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
@@ -49,25 +55,38 @@ def demonstrations(episodes: int, dataset_id: str) -> Any:
     env = make_env(ENV_ID, **{**TRAIN, **planner_cls.env_kwargs})
     planner = planner_cls(planner_cls.config_class(), env.observation_space, env.action_space)
     env.close()
-    collect_dataset(planner, ENV_ID, dataset_id, episodes=episodes, seed=0, env_kwargs=dict(TRAIN))
-    return load_dataset_steps(dataset_id)
+    return collect_dataset(
+        planner, ENV_ID, dataset_id, episodes=episodes, seed=0, env_kwargs=dict(TRAIN)
+    ).steps
 
 
-def behaviour_cloning(name: str, steps: Any, bc_steps: int, batch_size: int, device: str) -> Any:
-    """A planner built from ``configs/policy/<name>.yaml`` and trained on the demonstrations."""
+def behaviour_cloning(
+    name: str, bc_steps: int, batch_size: int, device: str, seed: int, threads: int, out: str
+) -> dict[str, Any]:
+    """Clone ``name`` (built from ``configs/policy/<name>.yaml``) from the demonstrations; save it to ``out``.
+
+    Runs in the bench's process or in a worker process (``--jobs``), hence plain arguments; the
+    demonstrations are read from ``$MINARI_DATASETS_PATH``, which a worker inherits. Returns the
+    training time and the last losses.
+    """
     from omnigym.platform.config import build_dataclass, load_yaml
+    from omnigym.platform.datasets import load_dataset_steps
     from omnigym.platform.experiment import config_dir
     from omnigym.platform.registry import POLICIES
     from omnigym.platform.vec_env import make_env
     from omnigym.policies.chunking.data import DemoWindows
     from omnigym.policies.chunking.train import ImitationConfig, train_imitation
 
+    if threads:
+        torch.set_num_threads(threads)
+    tic = time.perf_counter()
+    steps = load_dataset_steps(DATASET_ID)
     cls = POLICIES.get(name)
     config = build_dataclass(
         cls.config_class, load_yaml(config_dir() / "policy" / f"{name}.yaml"), path="policy"
     )
     env = make_env(ENV_ID, **TRAIN)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     policy = cls(config, env.observation_space, env.action_space)
     env.close()
     obs = {key: steps.obs[key] for key in OBS_KEYS}
@@ -75,10 +94,13 @@ def behaviour_cloning(name: str, steps: Any, bc_steps: int, batch_size: int, dev
     policy.to(device)
     windows = DemoWindows(obs, steps.actions, steps.episode_index, 1, 1)
     imitation = ImitationConfig(
-        steps=bc_steps, batch_size=batch_size, learning_rate=1e-3, warmup_steps=100, log_every=0, seed=0
+        steps=bc_steps, batch_size=batch_size, learning_rate=1e-3, warmup_steps=100, log_every=0, seed=seed
     )
     history = train_imitation(policy, windows, imitation)
-    return policy.to("cpu"), history[-1]
+    train_s = time.perf_counter() - tic
+    policy.to("cpu").save_pretrained(out)
+    losses = {k: round(v, 4) for k, v in history[-1].items() if k.startswith("train/loss")}
+    return {"train_s": round(train_s, 1), "final_loss": losses}
 
 
 def evaluate(policy: Any, episodes: int, env_kwargs: dict[str, Any] | None = None) -> dict[str, float]:
@@ -106,6 +128,8 @@ def baseline(name: str) -> Any:
 
 def main() -> None:
     """Demonstrate, clone both planners, evaluate; print the figures (the last line is JSON)."""
+    from omnigym.policies.base import Policy
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -113,33 +137,47 @@ def main() -> None:
         "--quick", action="store_true", help="48 episodes, 800 BC steps of 128, 48 test scenes"
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--seed", type=int, default=0, help="planners' initialisation and window order")
+    parser.add_argument(
+        "--jobs", type=int, default=0,
+        help="planners trained at once, each in its own process (0: 2 for a full run on a CPU, else 1)",
+    )  # fmt: skip
     args = parser.parse_args()
+    jobs = args.jobs or (2 if args.device == "cpu" and not args.quick else 1)
+    if jobs < 1:
+        parser.error("--jobs must be >= 1")
+    threads = 1 if jobs > 1 else 0
     episodes, bc_steps, batch_size, test_scenes = (48, 800, 128, 48) if args.quick else (200, 6000, 256, 100)
     start = time.perf_counter()
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MINARI_DATASETS_PATH"] = str(Path(tmp) / "datasets")
-        steps = demonstrations(episodes, "omnigym/driving-pdm-closed-v0")
-    seconds = time.perf_counter() - start
-    print(
-        f"demonstrations: {len(steps.actions)} planner steps, {episodes} training episodes ({seconds:.0f} s)"
-    )
-    for name in ("constant_velocity", "pdm_closed"):
-        policy, env_kwargs = baseline(name)
-        figures[name] = evaluate(policy, test_scenes, env_kwargs)
-        print(f"{name}: test PDMS {figures[name]['pdms']:.3f}, EPDMS {figures[name]['epdms']:.3f}")
-    for name in PLANNERS:
-        tic = time.perf_counter()
-        policy, last = behaviour_cloning(name, steps, bc_steps, batch_size, args.device)
-        train_s = time.perf_counter() - tic
-        tic = time.perf_counter()
-        losses = {k: round(v, 4) for k, v in last.items() if k.startswith("train/loss")}
-        row = {**evaluate(policy, test_scenes), "train_s": round(train_s, 1)}
-        figures[name] = {**row, "eval_s": round(time.perf_counter() - tic, 1), "final_loss": losses}
-        print(
-            f"{name}: test PDMS {row['pdms']:.3f}, EPDMS {row['epdms']:.3f} "
-            f"(BC {train_s:.0f} s, eval {figures[name]['eval_s']:.0f} s, {losses})"
-        )
+        demo_steps = demonstrations(episodes, DATASET_ID)
+        seconds = time.perf_counter() - start
+        print(f"demonstrations: {demo_steps} planner steps, {episodes} training episodes ({seconds:.0f} s)")
+        for name in ("constant_velocity", "pdm_closed"):
+            policy, env_kwargs = baseline(name)
+            figures[name] = evaluate(policy, test_scenes, env_kwargs)
+            print(f"{name}: test PDMS {figures[name]['pdms']:.3f}, EPDMS {figures[name]['epdms']:.3f}")
+        work = [
+            (name, bc_steps, batch_size, args.device, args.seed, threads, str(Path(tmp) / name))
+            for name in PLANNERS
+        ]
+        if jobs > 1:
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                trained = dict(
+                    zip(PLANNERS, pool.map(behaviour_cloning, *zip(*work, strict=True)), strict=True)
+                )
+        else:
+            trained = {item[0]: behaviour_cloning(*item) for item in work}
+        for name in PLANNERS:
+            tic = time.perf_counter()
+            row = {**evaluate(Policy.from_pretrained(Path(tmp) / name), test_scenes), **trained[name]}
+            figures[name] = {**row, "eval_s": round(time.perf_counter() - tic, 1)}
+            print(
+                f"{name}: test PDMS {row['pdms']:.3f}, EPDMS {row['epdms']:.3f} "
+                f"(BC {row['train_s']:.0f} s, eval {figures[name]['eval_s']:.0f} s, {row['final_loss']})"
+            )
     flat, hier = figures["diffusion_planner"]["pdms"], figures["hierarchical_diffusion_planner"]["pdms"]
     const = figures["constant_velocity"]["pdms"]
     print(json.dumps({
@@ -148,9 +186,9 @@ def main() -> None:
         "ratio_hierarchical": hier / flat if flat else float("inf"),
         "diffusion_pdms": flat, "hierarchical_pdms": hier,
         "constant_velocity_pdms": const, "pdm_closed_pdms": figures["pdm_closed"]["pdms"],
-        "figures": figures, "demo_episodes": episodes, "demo_steps": len(steps.actions),
-        "bc_steps": bc_steps, "batch_size": batch_size, "test_scenes": test_scenes,
-        "device": args.device, "quick": args.quick,
+        "figures": figures, "demo_episodes": episodes, "demo_steps": demo_steps,
+        "bc_steps": bc_steps, "batch_size": batch_size, "test_scenes": test_scenes, "seed": args.seed,
+        "jobs": jobs, "device": args.device, "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 

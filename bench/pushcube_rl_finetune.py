@@ -26,7 +26,8 @@
 
 Each seed repeats steps 2-4 (BC initialisation and window order, RL sampling and start states).
 Last line: one JSON object; ``ratio`` = deterministic success after fine-tuning / before, the
-mean over seeds of the per-seed ratios, with every figure.
+mean over seeds of the per-seed ratios, with every figure, among them the mean paired gain over
+the seeds and its standard error (``gain``, ``gain_se``).
 
 Fine-tuning settings: with success alone as the reward, only about 3 of the 8 groups of a batch
 held both successes and failures, and every setting tried (all 10 steps or the last 3 as parts,
@@ -35,25 +36,31 @@ gradient is mostly noise, and Adam moves every weight by about the learning rate
 signal. The shaping makes every group informative (distances always differ) and is aligned with
 success; docs/policies.md has the figures of every variant.
 
-Usage: ``omnigym bench pushcube_rl_finetune [--quick] [--method grpo|ppo|steering]`` (full: seeds 0
-and 1, 2,000 BC steps and 60 GRPO updates of 128 episodes per seed, 200 test episodes; quick:
-seed 0, 12 updates of 64 episodes, 50 test episodes; docs/policies.md has the measured times on a
-shared 2-core CPU). ``--seeds 0`` and ``--seeds 1`` in two processes use both cores.
+Usage: ``omnigym bench pushcube_rl_finetune [--quick] [--method ppo|grpo|steering] [--seeds N ...]
+[--jobs N]`` (full: seeds 0 to 6, 2,000 BC steps per seed, 200 test episodes, the seeds spread over
+``--jobs`` processes of one thread each, by default 2; quick: seed 0, 12 updates, 50 test
+episodes, one process). A full ``ppo`` seed takes about 26 min of one core (BC 2-7 min, 200
+updates about 22 min, evaluations), so a full run about 1 h 50 min on a 2-core CPU;
+docs/policies.md has the measured figures.
 
-``--method ppo`` trains the same chain by PPO with a critic (DPPO proper: GAE over the env steps,
-the critic on the clone's observation features at its own learning rate); ``--method steering``
-keeps the clone frozen and trains a Gaussian policy over its initial noise by PPO (DSRL,
-``noise_steering``). Both collect 64 envs x 40 steps per update, 200 updates in a full run.
+``--method ppo`` (the default) trains the chain by PPO with a critic (DPPO proper: GAE over the env
+steps, the critic on the clone's observation features at its own learning rate); ``--method grpo``
+trains it by GRPO on groups of episodes from one start state (Flow-GRPO, 60 updates of 128
+episodes in a full run); ``--method steering`` keeps the clone frozen and trains a Gaussian policy
+over its initial noise by PPO (DSRL, ``noise_steering``). ``ppo`` and ``steering`` collect 64 envs x
+40 steps per update, 200 updates in a full run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -109,12 +116,17 @@ PROGRESS_SHAPING = 5.0
 -c d with d the cube-goal distance). An episode's return becomes its success plus c times the
 distance its cube gained towards the goal, so the groups whose episodes all failed (or all
 succeeded) still rank their episodes; 5 makes 20 cm of progress worth one success."""
+FULL_SEEDS = (0, 1, 2, 3, 4, 5, 6)
+"""Seeds of a full run: with 200 test episodes one seed's gain has a std of about 0.045, so a
+gain of 0.1 is clear only over several seeds (docs/policies.md)."""
 QUICK_UPDATES, FULL_UPDATES = 12, 60
-"""GRPO updates per seed (one batch of ``groups * GROUP_SIZE`` episodes each)."""
-METHODS = ("grpo", "ppo", "steering")
-"""``grpo``: Flow-GRPO over the SDE chain (above). ``ppo``: the same chain trained by PPO with a
-critic and GAE (DPPO proper). ``steering``: DSRL, PPO over the initial noise of the frozen clone
-(``noise_steering``)."""
+"""RL updates per seed of a quick run (every method) and of a full ``grpo`` run (one batch of
+``groups * GROUP_SIZE`` episodes each); full ``ppo`` and ``steering`` runs make
+``PPO_FULL_UPDATES``."""
+METHODS = ("ppo", "grpo", "steering")
+"""``ppo`` (the default, the largest gains): the SDE chain (above) trained by PPO with a critic and
+GAE (DPPO proper). ``grpo``: Flow-GRPO over the same chain. ``steering``: DSRL, PPO over the
+initial noise of the frozen clone (``noise_steering``)."""
 PPO_ENVS, PPO_STEPS = 64, 40
 """PPO rollouts: 64 envs x 40 steps (2,560 steps, about the GRPO batch's) per update."""
 PPO_FULL_UPDATES = 200
@@ -303,7 +315,8 @@ def fine_tune_ppo(policy: Any, updates: int, seed: int, steering: bool, log: boo
         metrics = algorithm.update(algorithm.process_rollout(rollout))
         if log and update % 10 == 0:
             print(
-                f"  update {update}: training success (last 10 batches) {statistics.mean(curve[-10:]):.2f}, "
+                f"  seed {seed} update {update}: training success (last 10 batches) "
+                f"{statistics.mean(curve[-10:]):.2f}, "
                 f"explained variance {metrics['train/explained_variance']:.2f}, approx_kl "
                 f"{metrics['train/approx_kl']:.4f}, clipfrac {metrics['train/clipfrac']:.3f} "
                 f"({time.perf_counter() - tic:.0f} s)",
@@ -344,7 +357,7 @@ def fine_tune(policy: Any, updates: int, seed: int, groups: int, log: bool = Tru
         if log and update % 10 == 0:
             recent = statistics.mean(curve[-10:])
             print(
-                f"  update {update}: training success (last 10 batches) {recent:.2f}, return "
+                f"  seed {seed} update {update}: training success (last 10 batches) {recent:.2f}, return "
                 f"{statistics.mean(stats.returns):.1f}, approx_kl {metrics.get('train/approx_kl', 0):.4f}, "
                 f"clipfrac {metrics.get('train/clipfrac', 0):.3f} ({time.perf_counter() - tic:.0f} s)",
                 flush=True,
@@ -389,24 +402,48 @@ def run_seed(
     return {"seed": seed, "bc_s": round(bc_s, 1), "before": before, "after": after, **training}
 
 
+def run_seed_in_worker(threads: int, *args: Any) -> dict[str, Any]:
+    """:func:`run_seed` in a worker process (``--jobs``) limited to ``threads`` torch threads."""
+    torch.set_num_threads(threads)
+    return run_seed(*args)
+
+
+def paired_gain(rows: list[dict[str, Any]], mode: str) -> tuple[float, float]:
+    """Mean over seeds of the success gain (after - before) in ``mode`` and its standard error.
+
+    The standard error is that of the mean of the per-seed gains (0 with one seed): it covers both
+    the test episodes' sampling and the seed-to-seed spread of BC and RL.
+    """
+    gains = [r["after"][mode]["success"] - r["before"][mode]["success"] for r in rows]
+    se = statistics.stdev(gains) / len(gains) ** 0.5 if len(gains) > 1 else 0.0
+    return round(statistics.mean(gains), 4), round(se, 4)
+
+
 def main() -> None:
     """Demonstrate, clone, fine-tune and evaluate per seed; the last line is JSON."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="one seed, shorter BC and fine-tuning")
-    parser.add_argument("--seeds", type=int, nargs="*", help="seeds to run (default: 0 1; quick: 0)")
-    parser.add_argument("--rl-updates", type=int, help="GRPO updates per seed")
+    parser.add_argument("--seeds", type=int, nargs="*", help="seeds to run (default: 0 to 6; quick: 0)")
+    parser.add_argument("--rl-updates", type=int, help="RL updates per seed")
     parser.add_argument("--groups", type=int, help=f"groups of {GROUP_SIZE} episodes per GRPO batch")
-    parser.add_argument("--method", choices=METHODS, default="grpo", help="fine-tuning method (see METHODS)")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--method", choices=METHODS, default="ppo", help="fine-tuning method (see METHODS)")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per process")
+    parser.add_argument(
+        "--jobs", type=int, default=0,
+        help="processes the seeds are spread over (0: 2 for a full run of several seeds, else 1)",
+    )  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.quick:
         seeds, rl_updates, groups, test_episodes = [0], QUICK_UPDATES, QUICK_GROUPS, 50
     else:
-        seeds, rl_updates, groups, test_episodes = [0, 1], FULL_UPDATES, FULL_GROUPS, 200
+        seeds, rl_updates, groups, test_episodes = list(FULL_SEEDS), FULL_UPDATES, FULL_GROUPS, 200
     seeds = args.seeds if args.seeds else seeds
+    jobs = min(args.jobs or (2 if not args.quick else 1), len(seeds))
+    if jobs < 1:
+        parser.error("--jobs must be >= 1")
     if args.method != "grpo" and not args.quick:
         rl_updates = PPO_FULL_UPDATES
     rl_updates = args.rl_updates or rl_updates
@@ -427,10 +464,13 @@ def main() -> None:
         }
         for name, row in references.items():
             print(f"{name}: success {row['success']:.2f}, length {row['length']:.1f}", flush=True)
-        rows = [
-            run_seed(seed, BC_STEPS, rl_updates, groups, test_episodes, args.method, Path(tmp))
-            for seed in seeds
-        ]
+        work = [(seed, BC_STEPS, rl_updates, groups, test_episodes, args.method, Path(tmp)) for seed in seeds]
+        if jobs > 1:  # the workers inherit $MINARI_DATASETS_PATH, so they read the same dataset
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                threads = [args.threads] * len(work)
+                rows = list(pool.map(run_seed_in_worker, threads, *zip(*work, strict=True)))
+        else:
+            rows = [run_seed(*item) for item in work]
     header = ("seed", "BC det", "RL det", "BC SDE", "RL SDE", "BC s", "RL s")
     print("\n" + " | ".join(f"{h:>6}" for h in header))
     for r in rows:
@@ -450,10 +490,13 @@ def main() -> None:
     def mean(phase: str, mode: str) -> float:
         return round(statistics.mean(r[phase][mode]["success"] for r in rows), 4)
 
+    gain, gain_se = paired_gain(rows, "deterministic")
+    gain_sampled, gain_sampled_se = paired_gain(rows, "sampled")
     print(
-        f"mean deterministic success {mean('before', 'deterministic'):.2f} -> "
-        f"{mean('after', 'deterministic'):.2f}, "
-        f"sampled {mean('before', 'sampled'):.2f} -> {mean('after', 'sampled'):.2f}; expert "
+        f"mean deterministic success {mean('before', 'deterministic'):.3f} -> "
+        f"{mean('after', 'deterministic'):.3f} (gain {gain:+.3f}, standard error {gain_se:.3f}), "
+        f"sampled {mean('before', 'sampled'):.3f} -> {mean('after', 'sampled'):.3f} (gain "
+        f"{gain_sampled:+.3f}, standard error {gain_sampled_se:.3f}); expert "
         f"{references['expert']['success']:.2f}, random {references['random']['success']:.2f}"
     )
     print(json.dumps({
@@ -461,6 +504,7 @@ def main() -> None:
         "ratio": round(statistics.mean(ratios), 4), "method": args.method,
         "bc_success": mean("before", "deterministic"), "rl_success": mean("after", "deterministic"),
         "bc_success_sampled": mean("before", "sampled"), "rl_success_sampled": mean("after", "sampled"),
+        "gain": gain, "gain_se": gain_se, "gain_sampled": gain_sampled, "gain_sampled_se": gain_sampled_se,
         "expert_success": references["expert"]["success"], "random_success": references["random"]["success"],
         "references": references, "seeds": rows, "ratios": [round(x, 4) for x in ratios],
         "demo_episodes": DEMO_EPISODES, "demo_noise": DEMO_NOISE, "demo_steps": summary.steps,
@@ -473,7 +517,7 @@ def main() -> None:
         },
         "ppo": {**PPO_SETTINGS, "envs": PPO_ENVS, "steps": PPO_STEPS, "critic_warmup": CRITIC_WARMUP},
         "steering": STEERING_SETTINGS,
-        "test_episodes": test_episodes, "threads": torch.get_num_threads(), "quick": args.quick,
+        "test_episodes": test_episodes, "threads": torch.get_num_threads(), "jobs": jobs, "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 

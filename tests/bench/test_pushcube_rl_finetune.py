@@ -90,3 +90,19 @@ def test_continuing_shaping_skips_episode_ends_and_uses_next_obs_after_the_last_
     bench.add_progress_shaping_continuing(rollout, 5.0)
     expected = torch.tensor([[5.0 * (0.4 - 0.3)], [1.0], [5.0 * (0.6 - 0.5)]])
     torch.testing.assert_close(rollout.rewards, expected)
+
+
+def test_paired_gain_is_the_mean_per_seed_gain_with_its_standard_error():
+    bench = _bench_module()
+
+    def row(before: float, after: float) -> dict[str, Any]:
+        return {
+            "before": {"deterministic": {"success": before}},
+            "after": {"deterministic": {"success": after}},
+        }
+
+    rows = [row(0.3, 0.5), row(0.2, 0.3), row(0.4, 0.4)]  # gains 0.2, 0.1, 0.0
+    gain, se = bench.paired_gain(rows, "deterministic")
+    assert gain == pytest.approx(0.1)
+    assert se == pytest.approx(0.1 / 3**0.5, abs=1e-4)  # sample std 0.1 over 3 seeds
+    assert bench.paired_gain(rows[:1], "deterministic") == (pytest.approx(0.2), 0.0)
