@@ -17,10 +17,10 @@ hierarchical PDMS / flat PDMS, and every figure.
 
 Usage: ``omnigym bench driving_diffusion [--quick] [--seed N] [--jobs N]`` (full: 200 demonstration
 episodes, 6000 BC steps of 256 plans per planner, 100 test scenes, about 45 min on a 2-core CPU;
-quick: 48 episodes, 800 steps of 128, 48 test scenes, about 7 min on one CPU thread). ``--seed`` sets the planners'
-initialisation and window order (the demonstrations and test scenes stay the same), so that
-reruns measure the seed-to-seed spread; ``--jobs 2`` trains the two planners at once in two
-processes of one thread each (the default for a full run on a CPU).
+quick: 48 episodes, 800 steps of 128, 48 test scenes, about 7 min on one CPU thread).
+``--seed`` sets the planners' initialisation and window order (the demonstrations and test
+scenes stay the same), so that reruns measure the seed-to-seed spread; ``--jobs 2`` trains the
+two planners at once in two processes of one thread each (the default for a full run on a CPU).
 """
 
 from __future__ import annotations
