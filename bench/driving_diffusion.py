@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +59,7 @@ def demonstrations(episodes: int, dataset_id: str) -> int:
 
 
 def behaviour_cloning(
-    name: str, bc_steps: int, batch_size: int, device: str, seed: int, threads: int, out: str
+    name: str, bc_steps: int, batch_size: int, device: str, seed: int, out: str
 ) -> dict[str, Any]:
     """Clone ``name`` (built from ``configs/policy/<name>.yaml``) from the demonstrations; save it to ``out``.
 
@@ -77,8 +75,6 @@ def behaviour_cloning(
     from omnigym.policies.chunking.data import DemoWindows
     from omnigym.policies.chunking.train import ImitationConfig, train_imitation
 
-    if threads:
-        torch.set_num_threads(threads)
     tic = time.perf_counter()
     steps = load_dataset_steps(DATASET_ID)
     cls = POLICIES.get(name)
@@ -128,6 +124,7 @@ def baseline(name: str) -> Any:
 
 def main() -> None:
     """Demonstrate, clone both planners, evaluate; print the figures (the last line is JSON)."""
+    from omnigym.platform.runtime.processes import map_in_processes
     from omnigym.policies.base import Policy
 
     parser = argparse.ArgumentParser(
@@ -146,7 +143,6 @@ def main() -> None:
     jobs = args.jobs or (2 if args.device == "cpu" and not args.quick else 1)
     if jobs < 1:
         parser.error("--jobs must be >= 1")
-    threads = 1 if jobs > 1 else 0
     episodes, bc_steps, batch_size, test_scenes = (48, 800, 128, 48) if args.quick else (200, 6000, 256, 100)
     start = time.perf_counter()
     figures: dict[str, Any] = {}
@@ -160,16 +156,9 @@ def main() -> None:
             figures[name] = evaluate(policy, test_scenes, env_kwargs)
             print(f"{name}: test PDMS {figures[name]['pdms']:.3f}, EPDMS {figures[name]['epdms']:.3f}")
         work = [
-            (name, bc_steps, batch_size, args.device, args.seed, threads, str(Path(tmp) / name))
-            for name in PLANNERS
+            (name, bc_steps, batch_size, args.device, args.seed, str(Path(tmp) / name)) for name in PLANNERS
         ]
-        if jobs > 1:
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                trained = dict(
-                    zip(PLANNERS, pool.map(behaviour_cloning, *zip(*work, strict=True)), strict=True)
-                )
-        else:
-            trained = {item[0]: behaviour_cloning(*item) for item in work}
+        trained = dict(zip(PLANNERS, map_in_processes(behaviour_cloning, work, jobs), strict=True))
         for name in PLANNERS:
             tic = time.perf_counter()
             row = {**evaluate(Policy.from_pretrained(Path(tmp) / name), test_scenes), **trained[name]}

@@ -55,12 +55,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -402,12 +400,6 @@ def run_seed(
     return {"seed": seed, "bc_s": round(bc_s, 1), "before": before, "after": after, **training}
 
 
-def run_seed_in_worker(threads: int, *args: Any) -> dict[str, Any]:
-    """:func:`run_seed` in a worker process (``--jobs``) limited to ``threads`` torch threads."""
-    torch.set_num_threads(threads)
-    return run_seed(*args)
-
-
 def paired_gain(rows: list[dict[str, Any]], mode: str) -> tuple[float, float]:
     """Mean over seeds of the success gain (after - before) in ``mode`` and its standard error.
 
@@ -421,6 +413,8 @@ def paired_gain(rows: list[dict[str, Any]], mode: str) -> tuple[float, float]:
 
 def main() -> None:
     """Demonstrate, clone, fine-tune and evaluate per seed; the last line is JSON."""
+    from omnigym.platform.runtime.processes import map_in_processes
+
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -465,12 +459,7 @@ def main() -> None:
         for name, row in references.items():
             print(f"{name}: success {row['success']:.2f}, length {row['length']:.1f}", flush=True)
         work = [(seed, BC_STEPS, rl_updates, groups, test_episodes, args.method, Path(tmp)) for seed in seeds]
-        if jobs > 1:  # the workers inherit $MINARI_DATASETS_PATH, so they read the same dataset
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                threads = [args.threads] * len(work)
-                rows = list(pool.map(run_seed_in_worker, threads, *zip(*work, strict=True)))
-        else:
-            rows = [run_seed(*item) for item in work]
+        rows = map_in_processes(run_seed, work, jobs, args.threads)  # workers inherit the dataset path
     header = ("seed", "BC det", "RL det", "BC SDE", "RL SDE", "BC s", "RL s")
     print("\n" + " | ".join(f"{h:>6}" for h in header))
     for r in rows:

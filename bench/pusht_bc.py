@@ -27,17 +27,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import multiprocessing
 import os
 import statistics
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from omnigym.platform.runtime.processes import map_in_processes
 from omnigym.policies.base import Policy
 
 ENV_ID = "omnigym/PushT-v0"
@@ -124,18 +123,13 @@ def first_history(n_obs_steps: int) -> dict[str, torch.Tensor]:
     return {"state": state.unsqueeze(1).expand(1, n_obs_steps, -1).contiguous()}
 
 
-def train_policy(
-    name: str, imitation: dict[str, Any], datasets: str, out: str, device: str, threads: int
-) -> dict[str, Any]:
-    """Clone ``name`` from the demonstrations under ``datasets``; save it to ``out``.
+def train_policy(name: str, imitation: dict[str, Any], out: str, device: str) -> dict[str, Any]:
+    """Clone ``name`` from the demonstrations (under ``$MINARI_DATASETS_PATH``); save it to ``out``.
 
     Runs in the bench's process or in a worker process (``--jobs``), hence plain arguments.
     """
     from omnigym.policies.chunking.train import ImitationConfig, imitate_dataset
 
-    os.environ["MINARI_DATASETS_PATH"] = datasets
-    if threads:
-        torch.set_num_threads(threads)
     if imitation["log_every"]:  # hours of training: show the imitation log and progress evaluations
         logging.basicConfig(level=logging.INFO, format=f"[{name}] %(message)s", force=True)
     tic = time.perf_counter()
@@ -187,8 +181,7 @@ def main() -> None:
     start = time.perf_counter()
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        datasets = str(Path(tmp) / "datasets")
-        os.environ["MINARI_DATASETS_PATH"] = datasets
+        os.environ["MINARI_DATASETS_PATH"] = str(Path(tmp) / "datasets")
         summary = demonstrations(episodes)
         demo_steps = summary.steps
         print(
@@ -202,12 +195,8 @@ def main() -> None:
             f"{figures['expert']['coverage']:.3f} ({time.perf_counter() - tic:.0f} s)"
         )
         tic = time.perf_counter()
-        work = [(name, imitation, datasets, str(Path(tmp) / name), args.device, threads) for name in POLICIES]
-        if jobs > 1:
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                trained = dict(zip(POLICIES, pool.map(train_policy, *zip(*work, strict=True)), strict=True))
-        else:
-            trained = {item[0]: train_policy(*item) for item in work}
+        work = [(name, imitation, str(Path(tmp) / name), args.device) for name in POLICIES]
+        trained = dict(zip(POLICIES, map_in_processes(train_policy, work, jobs, threads or 1), strict=True))
         training_wall_s = time.perf_counter() - tic
         policies = {name: Policy.from_pretrained(Path(tmp) / name) for name in POLICIES}
         latencies = chunk_latencies_ms(policies, first_history(policies[POLICIES[0]].config.n_obs_steps))
