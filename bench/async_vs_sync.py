@@ -184,6 +184,8 @@ if ENV_ID not in gym.registry:
 
 def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir: Path) -> Any:
     """The experiment config both runtimes share (only ``runtime`` differs)."""
+    import torch
+
     from omnigym.platform.experiment import build_experiment
 
     num_envs = setting["num_envs"]
@@ -211,6 +213,7 @@ def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run
                 "type": runtime,
                 "num_workers": setting["num_workers"],
                 "max_staleness": 1,
+                "torch_threads": torch.get_num_threads(),  # what main applied (apply_thread_policy)
                 "ray": {"cpus_per_worker": min(1.0, 2 / setting["num_workers"])},
             },
             "eval": {"every_steps": 0, "episodes": 100, "seed": 10_000},
@@ -443,6 +446,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+    from omnigym.platform.runtime import apply_thread_policy
+
+    threads = apply_thread_policy()  # $OMNIGYM_THREADS, else 1: learner, env workers and Ray actors
     runtimes = ("local", *(args.runtimes or default_runtimes()))
     if "async" not in runtimes:
         parser.error("--runtimes must include async (its ratio is the headline figure)")
@@ -465,6 +471,7 @@ def main() -> None:
     figures = {
         "ratio": float(np.mean([row["ratio"] for row in balanced])),
         "ray_ratio": float(np.mean([row["ray_ratio"] for row in balanced])) if "ray" in runtimes else None,
+        "torch_threads": threads,
         "quick": args.quick,
         "settings": [
             {

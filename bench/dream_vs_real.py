@@ -267,7 +267,7 @@ def pendulum(args: argparse.Namespace) -> None:
         "dream_score": summary.score, "target_score": 0.8, "updates": steps - LEARNING_STARTS,
         "real_steps": steps, "runs": runs, "spearman": rho, "ranking": rows,
         "k_step": [vars(r) for r in report.k_step], "seeds": seeds, "quick": args.quick,
-        "seconds": round(time.perf_counter() - start, 1),
+        "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 
 
@@ -552,7 +552,7 @@ def driving(args: argparse.Namespace) -> None:
         "k_step": [vars(r) for r in report.k_step], "fit": report.fit, "seeds": seeds, "quick": args.quick,
         "train_scenes": train_scenes, "test_scenes": test_scenes,
         "termination_pos_weight": termination[0], "termination_threshold": termination[1],
-        "seconds": round(time.perf_counter() - start, 1),
+        "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 
 

@@ -15,12 +15,16 @@ Last line: one JSON object; ``ratio`` = the flat diffusion planner's PDMS / cons
 (above 1: the diffusion planner drives better than constant velocity), ``ratio_hierarchical`` =
 hierarchical PDMS / flat PDMS, and every figure.
 
-Usage: ``omnigym bench driving_diffusion [--quick] [--seed N] [--jobs N]`` (full: 200 demonstration
-episodes, 6000 BC steps of 256 plans per planner, 100 test scenes, about 45 min on a 2-core CPU;
-quick: 48 episodes, 800 steps of 128, 48 test scenes, about 7 min on one CPU thread).
+Usage: ``omnigym bench driving_diffusion [--quick] [--seed N] [--jobs N] [--threads N]`` (full: 200
+demonstration episodes, 6000 BC steps of 256 plans per planner, 100 test scenes, about 45 min on a
+2-core CPU; quick: 48 episodes, 800 steps of 128, 48 test scenes, about 7 min on one CPU thread).
 ``--seed`` sets the planners' initialisation and window order (the demonstrations and test
 scenes stay the same), so that reruns measure the seed-to-seed spread; ``--jobs 2`` trains the
-two planners at once in two processes of one thread each (the default for a full run on a CPU).
+two planners at once in two processes (the default for a full run on a CPU). ``--threads N``:
+torch CPU threads of this process and of each worker (default ``$OMNIGYM_THREADS``, else 1;
+``torch_threads`` in the JSON). Figures measured before this option (issue 27) trained in
+one-thread workers with ``--jobs 2`` but ran the evaluations, and with ``--jobs 1`` (quick) the
+training too, with torch's default, one thread per core (2 on the 2-core machine of the docs).
 """
 
 from __future__ import annotations
@@ -124,6 +128,7 @@ def baseline(name: str) -> Any:
 
 def main() -> None:
     """Demonstrate, clone both planners, evaluate; print the figures (the last line is JSON)."""
+    from omnigym.platform.runtime import apply_thread_policy
     from omnigym.platform.runtime.processes import map_in_processes
     from omnigym.policies.base import Policy
 
@@ -139,7 +144,12 @@ def main() -> None:
         "--jobs", type=int, default=0,
         help="planners trained at once, each in its own process (0: 2 for a full run on a CPU, else 1)",
     )  # fmt: skip
+    parser.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch CPU threads (default $OMNIGYM_THREADS, else 1)",
+    )  # fmt: skip
     args = parser.parse_args()
+    threads = apply_thread_policy(args.threads)
     jobs = args.jobs or (2 if args.device == "cpu" and not args.quick else 1)
     if jobs < 1:
         parser.error("--jobs must be >= 1")
@@ -158,7 +168,7 @@ def main() -> None:
         work = [
             (name, bc_steps, batch_size, args.device, args.seed, str(Path(tmp) / name)) for name in PLANNERS
         ]
-        trained = dict(zip(PLANNERS, map_in_processes(behaviour_cloning, work, jobs), strict=True))
+        trained = dict(zip(PLANNERS, map_in_processes(behaviour_cloning, work, jobs, threads), strict=True))
         for name in PLANNERS:
             tic = time.perf_counter()
             row = {**evaluate(Policy.from_pretrained(Path(tmp) / name), test_scenes), **trained[name]}
@@ -177,7 +187,7 @@ def main() -> None:
         "constant_velocity_pdms": const, "pdm_closed_pdms": figures["pdm_closed"]["pdms"],
         "figures": figures, "demo_episodes": episodes, "demo_steps": demo_steps,
         "bc_steps": bc_steps, "batch_size": batch_size, "test_scenes": test_scenes, "seed": args.seed,
-        "jobs": jobs, "device": args.device, "quick": args.quick,
+        "jobs": jobs, "torch_threads": threads, "device": args.device, "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 

@@ -51,6 +51,7 @@ def baseline(name: str, env_kwargs: dict[str, Any]) -> Any:
 def main() -> None:
     """Train, evaluate everything, print the figures (the last line is JSON)."""
     from omnigym.platform.experiment import load_experiment
+    from omnigym.platform.runtime import apply_thread_policy
     from omnigym.platform.trainers.on_policy import OnPolicyTrainer
 
     parser = argparse.ArgumentParser(
@@ -58,6 +59,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="150k steps and 24 test scenes")
     args = parser.parse_args()
+    threads = apply_thread_policy()  # $OMNIGYM_THREADS, else 1: training and every evaluation
     steps = 150_000 if args.quick else 1_000_000
     episodes = 24 if args.quick else 100
     test = {"split": "test", "num_scenes": episodes}
@@ -70,6 +72,7 @@ def main() -> None:
                 f"total_steps={steps}",
                 "eval.every_steps=0",
                 "eval.episodes=1",
+                f"runtime.torch_threads={threads}",
                 *(["env.kwargs.num_scenes=200"] if args.quick else []),  # fewer scenes to generate
             ],
         )
@@ -94,6 +97,7 @@ def main() -> None:
                 "train_steps": steps,
                 "train_seconds": round(train_seconds, 1),
                 "test_scenes": episodes,
+                "torch_threads": threads,
                 "results": results,
                 "quick": args.quick,
             }

@@ -165,6 +165,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="short timings (about 90 s in all)")
     args = parser.parse_args()
+    from omnigym.platform.runtime import apply_thread_policy
+
+    threads = apply_thread_policy()  # $OMNIGYM_THREADS, else 1 (the envs do not use torch)
     seconds = 3.0 if args.quick else 15.0
     highway_seconds = 6.0 if args.quick else 30.0
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -211,6 +214,7 @@ def main() -> None:
         "highway_env_steps_per_s": highway["env_steps_per_s"],
         "scene_generation_ms": generation["ms_per_scene"],
         "agents_per_scene": generation["agents_per_scene"],
+        "torch_threads": threads,
         "quick": args.quick,
     }
     print(json.dumps(figures))

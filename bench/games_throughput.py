@@ -181,6 +181,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="short timings (well under a minute)")
     args = parser.parse_args()
+    from omnigym.platform.runtime import apply_thread_policy
+
+    threads = apply_thread_policy()  # $OMNIGYM_THREADS, else 1 (the games do not use torch)
     seconds = 1.0 if args.quick else 5.0
     ours = measure_omnigym(seconds)
     sokoban, sokoban_reason = measure_gym_sokoban(seconds)
@@ -199,6 +202,7 @@ def main() -> None:
         "gym_sokoban_skipped": sokoban_reason,
         "gymnasium_frozenlake_steps_per_s": frozenlake,
         "gymnasium_atari_steps_per_s": atari,
+        "torch_threads": threads,
         "quick": args.quick,
     }
     print(json.dumps(figures))

@@ -13,8 +13,14 @@ Last line: one JSON object; ``ratio`` = PDMS after MDPO fine-tuning / PDMS of th
 1 means the metric-decoupled fine-tuning improved on behaviour cloning), ``ratio_grpo`` the same
 for GRPO, the curves and every figure.
 
-Usage: ``omnigym bench grpo_driving [--quick]`` (full: 120k fine-tuning steps per algorithm, 100
-test scenes; quick: 40k steps, 48 test scenes).
+Torch runs on ``--threads N`` CPU threads (default ``$OMNIGYM_THREADS``, else 1), behaviour cloning
+and fine-tuning alike (``torch_threads`` in the JSON). Figures measured before this option (issue
+27) ran the demonstrations, behaviour cloning and the first evaluations with torch's default, one
+thread per core (2 on the 2-core machine of the docs' figures), and the fine-tuning with one
+thread (``runtime.torch_threads``).
+
+Usage: ``omnigym bench grpo_driving [--quick] [--threads N]`` (full: 120k fine-tuning steps per
+algorithm, 100 test scenes; quick: 40k steps, 48 test scenes).
 """
 
 from __future__ import annotations
@@ -100,9 +106,9 @@ def evaluate(policy: Any, episodes: int, env_kwargs: dict[str, Any] | None = Non
 
 
 def fine_tune(
-    algo: str, start: Any, steps: int, episodes: int, evals: int, run_dir: Path
+    algo: str, start: Any, steps: int, episodes: int, evals: int, run_dir: Path, threads: int
 ) -> list[tuple[int, float]]:
-    """Fine-tune a copy of ``start`` with ``algo``; the test PDMS curve ``[(step, pdms), ...]``."""
+    """Fine-tune a copy of ``start`` with ``algo`` on ``threads`` torch threads; the test PDMS curve."""
     import yaml
 
     from omnigym.platform.experiment import load_experiment
@@ -111,6 +117,7 @@ def fine_tune(
     spec = {
         "name": f"{algo}_driving_finetune", "seed": 1, "total_steps": steps,
         "defaults": {"env": "driving_plan", "policy": "mlp", "algo": algo, "runtime": "local"},
+        "runtime": {"torch_threads": threads},
         "env": {"num_envs": 32, "kwargs": TRAIN},
         "policy": POLICY, "algo": FINE_TUNING,
         "eval": {"every_steps": steps // evals, "episodes": episodes, "seed": EVAL_SEED,
@@ -131,13 +138,19 @@ def fine_tune(
 def main() -> None:
     """Demonstrate, clone, fine-tune twice, evaluate; print the figures (the last line is JSON)."""
     from omnigym.platform.registry import POLICIES
+    from omnigym.platform.runtime import apply_thread_policy
     from omnigym.platform.vec_env import make_env
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="40k fine-tuning steps, 48 test scenes")
+    parser.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch CPU threads (default $OMNIGYM_THREADS, else 1)",
+    )  # fmt: skip
     args = parser.parse_args()
+    threads = apply_thread_policy(args.threads)
     steps, episodes = (40_000, 48) if args.quick else (120_000, 100)
     start = time.perf_counter()
     obs, actions = demonstrations(num_envs=32, rollouts=3, steps=64)
@@ -155,7 +168,7 @@ def main() -> None:
     print(f"test PDMS: planner {figures['planner']['pdms']:.3f}, BC start {figures['bc']['pdms']:.3f}")
     with tempfile.TemporaryDirectory() as tmp:
         for algo in ("grpo", "mdpo"):
-            curve = fine_tune(algo, bc, steps, episodes, evals=4, run_dir=Path(tmp) / algo)
+            curve = fine_tune(algo, bc, steps, episodes, evals=4, run_dir=Path(tmp) / algo, threads=threads)
             figures[f"{algo}_curve"] = curve
             print(f"{algo}: test PDMS by step {curve}")
     bc_pdms = figures["bc"]["pdms"]
@@ -167,7 +180,7 @@ def main() -> None:
         "bc_pdms": bc_pdms, "grpo_pdms": grpo_final, "mdpo_pdms": mdpo_final,
         "planner_pdms": figures["planner"]["pdms"],
         **{k: v for k, v in figures.items() if k.endswith("_curve")},
-        "fine_tuning_steps": steps, "test_scenes": episodes, "quick": args.quick,
+        "fine_tuning_steps": steps, "test_scenes": episodes, "torch_threads": threads, "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 

@@ -112,6 +112,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="short timings (about a minute in all)")
     args = parser.parse_args()
+    from omnigym.platform.runtime import apply_thread_policy
+
+    threads = apply_thread_policy()  # $OMNIGYM_THREADS, else 1 (the oracle's time is not measured)
     seconds = 4.0 if args.quick else 20.0
     synthetic = {
         f"{policy}_{w}x{h}": measure_synthetic((w, h), policy, seconds)
@@ -146,6 +149,7 @@ def main() -> None:
         "miniwob_steps_per_s": real["steps_per_s"] if real else None,
         "miniwob_startup_s": real["startup_s"] if real else None,
         "miniwob_skipped": reason,
+        "torch_threads": threads,
         "quick": args.quick,
     }
     print(json.dumps(figures))

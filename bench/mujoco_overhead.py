@@ -238,6 +238,9 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="short timings (under a minute)")
     args = parser.parse_args()
+    from omnigym.platform.runtime import apply_thread_policy
+
+    threads = apply_thread_policy()  # $OMNIGYM_THREADS, else 1 (no torch here; MuJoCo's threads are separate)
     num_steps = 600 if args.quick else 1500
     pixel_steps = 200 if args.quick else 600
     vector_env_steps = 640 if args.quick else 2560
@@ -271,6 +274,7 @@ def main() -> None:
     worst = min(figures[f"ratio_{task}"] for task in TASKS)
     figures["loadavg"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     figures["cores"] = os.cpu_count()
+    figures["torch_threads"] = threads
     figures["quick"] = args.quick
     print(json.dumps({"bench": figures.pop("bench"), "ratio": worst, **figures}))
 

@@ -167,7 +167,7 @@ def main() -> None:
         "early_dip": first["early_dip"], "improved": first["improved"], "recipes": summary,
         "algo": args.algo, "task": args.task, "seeds": seeds, "dataset": dataset,
         "offline_updates": offline_updates, "online_steps": online_steps, "eval_every": eval_every,
-        "runs": results,
+        "runs": results, "torch_threads": torch.get_num_threads(),
         "seconds": round(time.perf_counter() - tic, 1), "quick": args.quick,
     }))  # fmt: skip
 

@@ -336,6 +336,7 @@ def main() -> None:
     figures: dict[str, Any] = {
         "bench": "offline_vs_d3rlpy",
         "quick": args.quick,
+        "torch_threads": args.threads,  # every worker's (each reports its own in its runs)
         "settings": {
             "updates": args.updates,
             "seeds": seeds,

@@ -321,6 +321,7 @@ def main() -> None:
         "train_seconds": train_seconds,
         "wall_seconds": time.perf_counter() - start,
         "video": str(video),
+        "torch_threads": torch.get_num_threads(),
         "quick": args.quick,
     }
     (out / "figures.json").write_text(json.dumps(figures, indent=2))

@@ -2,7 +2,11 @@
 
 Both train the same network (64-64 tanh actor and critic, orthogonal init) with the same
 hyperparameters on the same env, each in its own fresh process (so neither inherits the other's
-torch thread settings), one after the other. Both are then evaluated with the same seeds.
+torch settings) with the same torch thread count (``--threads N``, default ``$OMNIGYM_THREADS``,
+else 1; ``torch_threads`` in the JSON), one after the other. Both are then evaluated with the same
+seeds. Figures measured before ``--threads`` existed (issue 27) ran omnigym on one thread (its
+``runtime.torch_threads``) and SB3 on torch's default, one thread per core (2 on the 2-core
+machine of the README's table).
 
 The value losses are made equal: SB3 uses ``vf_coef * mean((R - V)^2)`` without value clipping,
 which is omnigym's ``clip_vloss=False`` with ``vf_coef`` doubled (omnigym keeps CleanRL's 0.5).
@@ -14,7 +18,7 @@ means, their standard errors and the per-seed values.
 Last line: one JSON object; ``ratio`` = omnigym steps/s / SB3 steps/s (seed means), the smaller of
 the envs.
 
-Usage: ``omnigym bench ppo_vs_sb3 [--quick]``
+Usage: ``omnigym bench ppo_vs_sb3 [--quick] [--threads N]``
 """
 
 from __future__ import annotations
@@ -125,6 +129,7 @@ def train_omnigym(env_id: str, setup: dict[str, Any], steps: int, seed: int) -> 
             },
             "eval": {"every_steps": 0, "episodes": EVAL_EPISODES, "seed": EVAL_SEED},
             "log": {"progress": False, "tensorboard": False},
+            "runtime": {"torch_threads": torch.get_num_threads()},  # the worker's --threads
         }
     )
     trainer = OnPolicyTrainer(config, config.run_dir)
@@ -147,9 +152,10 @@ def train_omnigym(env_id: str, setup: dict[str, Any], steps: int, seed: int) -> 
     }
 
 
-def run_worker(which: str, env_id: str, quick: bool, seed: int) -> dict[str, Any]:
-    """Run one training in a fresh interpreter and parse its JSON line."""
+def run_worker(which: str, env_id: str, quick: bool, seed: int, threads: int) -> dict[str, Any]:
+    """Run one training in a fresh interpreter on ``threads`` torch threads and parse its JSON line."""
     cmd = [sys.executable, __file__, "--worker", which, "--env", env_id, "--seed", str(seed)]
+    cmd += ["--threads", str(threads)]
     out = subprocess.run([*cmd, *(["--quick"] if quick else [])], capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"{which} on {env_id} failed:\n{out.stderr[-3000:]}")
@@ -162,10 +168,16 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer steps (under a minute)")
     parser.add_argument("--seed", type=int, default=1, help="first seed")
     parser.add_argument("--seeds", type=int, help="number of seeds (default: 5, or 1 with --quick)")
+    parser.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch CPU threads of every run (default $OMNIGYM_THREADS, else 1)",
+    )  # fmt: skip
     parser.add_argument("--worker", choices=["sb3", "omnigym"], help=argparse.SUPPRESS)
     parser.add_argument("--env", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from omnigym.platform.runtime import apply_thread_policy
 
+    threads = apply_thread_policy(args.threads)
     if args.worker:
         setup = SETUPS[args.env]
         steps = setup["quick_steps" if args.quick else "steps"]
@@ -174,10 +186,18 @@ def main() -> None:
         return
 
     seeds = list(range(args.seed, args.seed + (args.seeds or (1 if args.quick else 5))))
-    figures: dict[str, Any] = {"bench": "ppo_vs_sb3", "quick": args.quick, "seeds": seeds}
+    figures: dict[str, Any] = {
+        "bench": "ppo_vs_sb3",
+        "quick": args.quick,
+        "seeds": seeds,
+        "torch_threads": threads,
+    }
     ratios = []
     for env_id in SETUPS:
-        runs = {lib: [run_worker(lib, env_id, args.quick, s) for s in seeds] for lib in ("sb3", "omnigym")}
+        runs = {
+            lib: [run_worker(lib, env_id, args.quick, s, threads) for s in seeds]
+            for lib in ("sb3", "omnigym")
+        }
         summary = {lib: summarize_runs(r) for lib, r in runs.items()}
         ours, sb3 = summary["omnigym"], summary["sb3"]
         ratio = ours["sps"] / sb3["sps"]

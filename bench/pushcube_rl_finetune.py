@@ -506,7 +506,8 @@ def main() -> None:
         },
         "ppo": {**PPO_SETTINGS, "envs": PPO_ENVS, "steps": PPO_STEPS, "critic_warmup": CRITIC_WARMUP},
         "steering": STEERING_SETTINGS,
-        "test_episodes": test_episodes, "threads": torch.get_num_threads(), "jobs": jobs, "quick": args.quick,
+        "test_episodes": test_episodes, "threads": torch.get_num_threads(), "torch_threads": args.threads,
+        "jobs": jobs, "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 

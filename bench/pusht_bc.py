@@ -235,7 +235,8 @@ def main() -> None:
         "bc_steps": bc_steps, "batch_size": batch_size, "learning_rate": LEARNING_RATE,
         "policy_overrides": CPU_NET, "test_episodes": test_episodes, "jobs": jobs,
         "training_wall_s": round(training_wall_s, 1),
-        "device": args.device, "threads": threads or torch.get_num_threads(), "quick": args.quick,
+        "device": args.device, "threads": threads or torch.get_num_threads(),
+        "torch_threads": threads or torch.get_num_threads(), "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 

@@ -313,6 +313,7 @@ def main() -> None:
         "bench": "sac_vs_sb3",
         "quick": args.quick,
         "ratio": ratio,
+        "torch_threads": args.threads,  # every worker's (each reports its own in its runs)
         "omnigym_updates_per_s": median["omnigym"],
         "sb3_updates_per_s": median["sb3"],
         "omnigym_pendulum_return": pendulum["omnigym"]["eval_return"],

@@ -12,8 +12,13 @@ Last line: one JSON object; ``ratio`` = learned-traffic env steps/s / IDM-traffi
 carries each baseline's PDMS per traffic mode, the largest PDMS gap between learned and IDM
 traffic, whether the baselines rank the same under both, and the model's held-out R².
 
-Usage: ``omnigym bench traffic_reactivity [--quick]`` (full: 40 training scenes per ego driver,
-100 test scenes; quick: 10 and 24).
+Torch (the model's fitting and its calls in the learned-traffic envs) runs on ``--threads N`` CPU
+threads (default ``$OMNIGYM_THREADS``, else 1; ``torch_threads`` in the JSON). Figures measured
+before this option (issue 27) used torch's default, one thread per core (2 on the 2-core machine
+of the docs' figures).
+
+Usage: ``omnigym bench traffic_reactivity [--quick] [--threads N]`` (full: 40 training scenes per
+ego driver, 100 test scenes; quick: 10 and 24).
 """
 
 from __future__ import annotations
@@ -128,7 +133,14 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="10 training scenes per driver, 24 test scenes")
+    parser.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch CPU threads (default $OMNIGYM_THREADS, else 1)",
+    )  # fmt: skip
     args = parser.parse_args()
+    from omnigym.platform.runtime import apply_thread_policy
+
+    threads = apply_thread_policy(args.threads)
     train_scenes, epochs, episodes, steps = (10, 15, 24, 100) if args.quick else (40, 30, 100, 300)
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "traffic"
@@ -166,6 +178,7 @@ def main() -> None:
                 "same_ranking_learned_vs_idm": same_ranking,
                 "eval_r2": fit["eval/r2"],
                 "train_rows": fit["rows"],
+                "torch_threads": threads,
                 **pdms,
                 **nc,
             }

@@ -12,7 +12,11 @@ actions), sampling ``max_new_tokens`` = 32 per step:
 Last line: one JSON object; ``ratio`` = tokens/s at batch 16 / tokens/s at batch 1 (batching
 amortises the per-call overhead; the issue's target is at least 4), and the time split.
 
-Usage: ``omnigym bench vlm_rollout [--quick] [--arch qwen2_vl|qwen2_5_vl|idefics3]``
+Torch runs on ``--threads N`` CPU threads (default ``$OMNIGYM_THREADS``, else 1; ``torch_threads``
+in the JSON). Figures measured before this option (issue 27) used torch's default, one thread per
+core (2 on the 2-core machine of the docs' figures).
+
+Usage: ``omnigym bench vlm_rollout [--quick] [--arch qwen2_vl|qwen2_5_vl|idefics3] [--threads N]``
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ def rollout_split(policy: Any, num_envs: int, steps: int) -> dict[str, float]:
 
 def main() -> None:
     """Build the tiny model, measure, print the figures (the last line is JSON)."""
+    from omnigym.platform.runtime import apply_thread_policy
     from omnigym.platform.vec_env import make_env
     from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig
     from omnigym.policies.vlm.tiny import make_tiny
@@ -94,7 +99,12 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="fewer repeats and a shorter rollout")
     parser.add_argument("--arch", default="qwen2_vl", choices=["qwen2_vl", "qwen2_5_vl", "idefics3"])
+    parser.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch CPU threads (default $OMNIGYM_THREADS, else 1)",
+    )  # fmt: skip
     args = parser.parse_args()
+    threads = apply_thread_policy(args.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     repeats, steps = (3, 4) if args.quick else (10, 8)
     torch.manual_seed(0)
@@ -114,7 +124,7 @@ def main() -> None:
     print(json.dumps({
         "bench": "vlm_rollout", "ratio": batch16 / batch1, "arch": args.arch,
         "tokens_per_s_batch1": batch1, "tokens_per_s_batch16": batch16,
-        **split, **shares, "max_new_tokens": MAX_NEW_TOKENS, "quick": args.quick,
+        **split, **shares, "max_new_tokens": MAX_NEW_TOKENS, "torch_threads": threads, "quick": args.quick,
     }))  # fmt: skip
 
 

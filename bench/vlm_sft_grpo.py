@@ -18,8 +18,13 @@ the untrained model, after SFT, and along GRPO. ``game_solver`` (always 1.0) is 
 Last line: one JSON object; ``ratio`` = success after GRPO / the solver's success (the issue's
 target is >= 0.9, from an untrained model below 0.3).
 
-Usage: ``omnigym bench vlm_sft_grpo [--quick]`` (full: 30k GRPO env steps, about 15 min on 2 CPU
-cores; quick: 12k).
+Torch runs on ``--threads N`` CPU threads (default ``$OMNIGYM_THREADS``, else 1), SFT and GRPO
+alike (``torch_threads`` in the JSON). Figures measured before this option (issue 27) ran the
+demonstrations, SFT and its evaluations with torch's default, one thread per core (2 on the 2-core
+machine of the docs' figures), and GRPO with one thread (``runtime.torch_threads``).
+
+Usage: ``omnigym bench vlm_sft_grpo [--quick] [--threads N]`` (full: 30k GRPO env steps, about 15
+min on 2 CPU cores; quick: 12k).
 """
 
 from __future__ import annotations
@@ -92,8 +97,8 @@ def supervised(model: Path, out: Path) -> tuple[float, list[tuple[int, float]]]:
     return untrained, curve
 
 
-def reinforce(start: Path, total_steps: int, run_dir: Path) -> list[tuple[int, float]]:
-    """GRPO from the SFT model (``start/hf``); the held-out success curve."""
+def reinforce(start: Path, total_steps: int, run_dir: Path, threads: int) -> list[tuple[int, float]]:
+    """GRPO from the SFT model (``start/hf``) on ``threads`` torch threads; the held-out success curve."""
     from omnigym.platform.experiment import load_experiment
     from omnigym.platform.trainers.on_policy import OnPolicyTrainer
 
@@ -105,6 +110,7 @@ def reinforce(start: Path, total_steps: int, run_dir: Path) -> list[tuple[int, f
         f"eval.seed={EVAL['seed']}",
         "log.progress=false",
         "log.tensorboard=false",
+        f"runtime.torch_threads={threads}",
         f"run_dir={run_dir}",
     ]
     trainer = OnPolicyTrainer(load_experiment("grpo_vlm_numberline", overrides), run_dir)
@@ -132,6 +138,7 @@ def keep(root: Path, out: Path) -> None:
 
 def main() -> None:
     """Build, demonstrate, fine-tune, reinforce, evaluate; print the figures (the last line is JSON)."""
+    from omnigym.platform.runtime import apply_thread_policy
     from omnigym.policies.vlm.tiny import make_tiny
 
     parser = argparse.ArgumentParser(
@@ -139,7 +146,12 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="12k GRPO env steps instead of 30k")
     parser.add_argument("--keep", type=Path, default=None, help="copy the SFT and GRPO policies here")
+    parser.add_argument(
+        "--threads", type=int, default=None, metavar="N",
+        help="torch CPU threads (default $OMNIGYM_THREADS, else 1)",
+    )  # fmt: skip
     args = parser.parse_args()
+    threads = apply_thread_policy(args.threads)
     grpo_steps = 12_000 if args.quick else 30_000
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,7 +162,7 @@ def main() -> None:
         print(f"demonstrations: {data['episodes']} solver episodes, {data['steps']} steps", flush=True)
         untrained, sft_curve = supervised(model, root / "sft")
         sft_seconds = time.perf_counter() - start
-        grpo_curve = reinforce(root / "sft", grpo_steps, root / "grpo")
+        grpo_curve = reinforce(root / "sft", grpo_steps, root / "grpo", threads)
         print(f"grpo: held-out success by env step {grpo_curve}", flush=True)
         if args.keep is not None:
             keep(root, args.keep)
@@ -162,7 +174,7 @@ def main() -> None:
         "best_grpo_success": max(s for _, s in grpo_curve), "solver_success": data["solver_success"],
         "sft_curve": sft_curve, "grpo_curve": grpo_curve,
         "demonstration_steps": data["steps"], "sft_steps": SFT_STEPS, "grpo_env_steps": grpo_steps,
-        "quick": args.quick, "sft_seconds": round(sft_seconds, 1),
+        "torch_threads": threads, "quick": args.quick, "sft_seconds": round(sft_seconds, 1),
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 

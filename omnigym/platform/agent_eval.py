@@ -7,24 +7,38 @@ Reference rows come for free: ``oracle`` (the env family's scripted solver: ``gu
 ``game_solver``) and ``random`` (uniformly random *well-formed* actions: a random click on the
 screen, a random word of the game's vocabulary, a random index), so a learned agent's numbers
 have a floor and a ceiling beside them. ``omnigym eval-agent`` is the command.
+
+An agent that loads a model (a VLM) is built once per suite: :class:`SharedAgent` reuses it on
+every env with the same spaces. Warnings raised while evaluating (a tokenizer's truncation notice
+on every prompt) are counted by :class:`WarningTally` and summarised once; an agent that fails on
+an env leaves its exception type, message and traceback in ``results.json``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
+import sys
 import time
+import traceback
+import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
+import gymnasium.error
 import numpy as np
 import torch
 from gymnasium import spaces
 
 from omnigym.envs.games.experts import action_words
 from omnigym.platform.evaluate import ActionFn, evaluate_policy
-from omnigym.platform.vec_env import make_env
+from omnigym.platform.loggers import TaskProgress
+from omnigym.platform.vec_env import EnvArgumentError, make_env
 from omnigym.policies.base import Policy, obs_to_torch
 
 GAME_IDS = (
@@ -76,7 +90,11 @@ class AgentResult:
     seconds: float
     steps_per_s: float
     error: str = ""
-    """Why the agent could not run on this env (then every figure is NaN)."""
+    """Why the agent could not run on this env (then every figure is NaN): the exception's message."""
+    error_type: str = ""
+    """The exception's class, e.g. ``ValueError`` (empty when the agent ran)."""
+    traceback: str = ""
+    """The formatted traceback of the failure, for a bug report (empty when the agent ran)."""
 
 
 class CountingAgent:
@@ -138,43 +156,124 @@ AgentFactory = Callable[[str, dict[str, Any]], Any]
 """Builds an agent (a Policy or an action function) for ``(env_id, env_kwargs)``."""
 
 
+def env_spaces(env_id: str, env_kwargs: dict[str, Any]) -> tuple[spaces.Space, spaces.Space]:
+    """The observation and action spaces of ``env_id`` made with ``env_kwargs``."""
+    env = make_env(env_id, **env_kwargs)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+class SharedAgent:
+    """An agent factory that builds its agent once and reuses it on every env it fits.
+
+    Loading a language model takes far longer than a few episodes with it, so a suite needs one
+    load per agent. The agent is reused on an env with the same observation and action spaces as
+    the env it was built for; a ``vlm`` policy also on any env with the same observation keys and
+    text actions (its processor resizes every image, so the games' different frame sizes do not
+    matter; its spaces are set to the env's). Otherwise a new agent is built.
+    """
+
+    def __init__(self, factory: AgentFactory) -> None:
+        """Wrap ``factory`` (called as ``factory(env_id, env_kwargs)``)."""
+        self.factory = factory
+        self.builds = 0
+        """How many times ``factory`` was called."""
+        self._agent: Any = None
+        self._spaces: tuple[spaces.Space, spaces.Space] | None = None
+
+    def __call__(self, env_id: str, env_kwargs: dict[str, Any]) -> Any:
+        """The agent for ``env_id``: the current one if it fits the env's spaces, else a new one."""
+        obs_space, action_space = env_spaces(env_id, env_kwargs)
+        if self._agent is not None and self._fits(obs_space, action_space):
+            if isinstance(self._agent, Policy) and isinstance(obs_space, spaces.Dict):
+                self._agent.observation_space, self._agent.action_space = obs_space, action_space
+                self._agent.reset()
+            self._spaces = (obs_space, action_space)
+            return self._agent
+        self._agent = self._spaces = None  # drop the old model before loading the next one
+        self.builds += 1
+        agent = self.factory(env_id, env_kwargs)
+        self._agent, self._spaces = agent, (obs_space, action_space)
+        return agent
+
+    def _fits(self, obs_space: spaces.Space, action_space: spaces.Space) -> bool:
+        """Whether the current agent can act in an env with these spaces."""
+        assert self._spaces is not None
+        if self._spaces == (obs_space, action_space):
+            return True
+        built_obs = self._spaces[0]
+        return (
+            isinstance(self._agent, Policy) and self._agent.name == "vlm"
+            and isinstance(action_space, spaces.Text)
+            and isinstance(obs_space, spaces.Dict) and isinstance(built_obs, spaces.Dict)
+            and set(obs_space.spaces) == set(built_obs.spaces)
+        )  # fmt: skip
+
+
 def evaluate_agents(
     agents: dict[str, AgentFactory], env_ids: list[str], episodes: int, seed: int = 0,
     video_dir: Path | None = None, game_kwargs: dict[str, Any] | None = None,
 ) -> list[AgentResult]:  # fmt: skip
-    """Every agent on every env over the same seeded episodes."""
+    """Every agent on every env over the same seeded episodes.
+
+    An agent that fails on an env (it cannot be built for it, or raises while acting) becomes an
+    error row with the exception's type, message and traceback, and the suite goes on.
+    """
     results = []
-    for env_id in env_ids:
-        env_kwargs = suite_env_kwargs(env_id, game_kwargs)
-        for name, factory in agents.items():
-            video = video_dir / f"{name}-{env_id.replace('/', '_')}.mp4" if video_dir else None
-            start = time.perf_counter()
-            try:
-                agent = factory(env_id, env_kwargs)
-                counting = CountingAgent(agent) if isinstance(agent, Policy) else None
-                result = evaluate_policy(
-                    counting or agent, env_id, episodes=episodes, seed=seed, env_kwargs=env_kwargs,
-                    video_path=video,
-                )  # fmt: skip
-            except (TypeError, ValueError, FileNotFoundError) as exc:
-                # e.g. a game solver on a GUI env, or a prompt longer than a VLM's max_prompt_tokens
-                nan = float("nan")
-                results.append(AgentResult(name, env_id, 0, nan, nan, nan, nan, 0.0, nan, error=str(exc)))
-                continue
-            seconds = time.perf_counter() - start
-            summary = result.summary()
-            steps = float(np.sum(result.lengths))
-            invalid = float(np.nansum(result.metrics.get("invalid_actions", [0.0])))
-            results.append(
-                AgentResult(
-                    agent=name, env_id=env_id, episodes=len(result.returns),
-                    success_rate=summary.get("success_rate", float("nan")),
-                    mean_steps=summary["length_mean"], invalid_action_rate=invalid / max(steps, 1.0),
-                    parts_per_step=counting.parts / max(counting.steps, 1) if counting else 1.0,
-                    seconds=seconds, steps_per_s=steps / max(seconds, 1e-9),
-                )
-            )  # fmt: skip
+    with TaskProgress(len(env_ids) * len(agents), "eval-agent", unit="run") as bar:
+        for env_id in env_ids:
+            env_kwargs = suite_env_kwargs(env_id, game_kwargs)
+            for name, factory in agents.items():
+                results.append(_evaluate_one(name, factory, env_id, env_kwargs, episodes, seed, video_dir))
+                bar.update(postfix=f"(last: {name} on {env_id})")
     return results
+
+
+def _evaluate_one(
+    name: str, factory: AgentFactory, env_id: str, env_kwargs: dict[str, Any], episodes: int, seed: int,
+    video_dir: Path | None,
+) -> AgentResult:  # fmt: skip
+    """One agent on one env: its figures, or an error row."""
+    video = video_dir / f"{name}-{env_id.replace('/', '_')}.mp4" if video_dir else None
+    start = time.perf_counter()
+    try:
+        agent = factory(env_id, env_kwargs)
+        counting = CountingAgent(agent) if isinstance(agent, Policy) else None
+        result = evaluate_policy(
+            counting or agent, env_id, episodes=episodes, seed=seed, env_kwargs=env_kwargs, video_path=video
+        )
+    except EnvArgumentError as exc:
+        if exc.kwarg is not None:  # e.g. a solver's env option a GUI env does not take: this agent's
+            return _error_row(name, env_id, exc, time.perf_counter() - start)
+        raise  # a misspelt env id in the suite is the user's error, for every agent alike
+    except gymnasium.error.UnregisteredEnv:
+        raise
+    except Exception as exc:  # one failing agent must not end the suite: its row says why
+        # e.g. a game solver on a GUI env, a prompt longer than a VLM's max_prompt_tokens, CUDA OOM
+        return _error_row(name, env_id, exc, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    summary = result.summary()
+    steps = float(np.sum(result.lengths))
+    invalid = float(np.nansum(result.metrics.get("invalid_actions", [0.0])))
+    return AgentResult(
+        agent=name, env_id=env_id, episodes=len(result.returns),
+        success_rate=summary.get("success_rate", float("nan")),
+        mean_steps=summary["length_mean"], invalid_action_rate=invalid / max(steps, 1.0),
+        parts_per_step=counting.parts / max(counting.steps, 1) if counting else 1.0,
+        seconds=seconds, steps_per_s=steps / max(seconds, 1e-9),
+    )  # fmt: skip
+
+
+def _error_row(name: str, env_id: str, exc: BaseException, seconds: float) -> AgentResult:
+    """The row of an agent that failed on an env: NaN figures, the exception in full; noted on stderr."""
+    print(f"eval-agent: {name} failed on {env_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+    nan = float("nan")
+    return AgentResult(
+        name, env_id, 0, nan, nan, nan, nan, seconds, nan, error=str(exc), error_type=type(exc).__name__,
+        traceback="".join(traceback.format_exception(exc)),
+    )  # fmt: skip
 
 
 def results_markdown(results: list[AgentResult]) -> str:
@@ -211,3 +310,84 @@ def write_results(results: list[AgentResult], out: Path) -> tuple[Path, Path]:
     markdown.write_text(results_markdown(results))
     data.write_text(json.dumps([asdict(r) for r in results], indent=2))
     return markdown, data
+
+
+class WarningTally:
+    """Collects the warnings raised inside a ``with`` block and counts them by kind.
+
+    Python warnings (``warnings.warn``) and records of the ``transformers`` logger at WARNING or
+    above are both held back; :meth:`summary` gives one line for them all. A tokenizer that warns
+    on each of 40 prompts then costs one line, not 40.
+    """
+
+    LOGGERS = ("transformers",)
+    """Loggers whose warnings are collected (their own handlers are muted meanwhile)."""
+
+    def __init__(self) -> None:
+        """An empty tally."""
+        self.counts: Counter[str] = Counter()
+        self._catcher: warnings.catch_warnings[list[warnings.WarningMessage]] | None = None
+        self._caught: list[warnings.WarningMessage] = []
+        self._handler = _TallyHandler(self)
+        self._saved: list[tuple[logging.Logger, list[logging.Handler], bool]] = []
+
+    def add(self, kind: str, message: str) -> None:
+        """Count one warning (numbers in its first line are folded, so "364 tokens" ~ "512 tokens")."""
+        first = message.strip().splitlines()[0] if message.strip() else ""
+        self.counts[f"{kind}: {re.sub(r'[0-9]+', 'N', first)}"] += 1
+
+    def summary(self, kinds: int = 3, width: int = 120) -> str | None:
+        """``N warnings (M kinds): <most frequent kind> (xK); ...``, or None without warnings."""
+        if not self.counts:
+            return None
+        total = sum(self.counts.values())
+        shown = [f"{kind[:width]} (x{count})" for kind, count in self.counts.most_common(kinds)]
+        more = f"; +{len(self.counts) - kinds} more kinds" if len(self.counts) > kinds else ""
+        plural = "s" if len(self.counts) != 1 else ""
+        return f"{total} warnings ({len(self.counts)} kind{plural}): " + "; ".join(shown) + more
+
+    def __enter__(self) -> WarningTally:
+        """Start collecting."""
+        self._catcher = warnings.catch_warnings(record=True)
+        self._caught = self._catcher.__enter__()
+        warnings.simplefilter("always")
+        for name in self.LOGGERS:
+            log = logging.getLogger(name)
+            self._saved.append((log, list(log.handlers), log.propagate))
+            for handler in list(log.handlers):
+                log.removeHandler(handler)
+            log.addHandler(self._handler)
+            log.propagate = False
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop collecting; restore the warning filters and the loggers."""
+        for log, handlers, propagate in self._saved:
+            log.removeHandler(self._handler)
+            for handler in handlers:
+                log.addHandler(handler)
+            log.propagate = propagate
+        self._saved = []
+        if self._catcher is not None:
+            self._catcher.__exit__(exc_type, exc, tb)
+            self._catcher = None
+        for caught in self._caught:
+            self.add(caught.category.__name__, str(caught.message))
+        self._caught = []
+
+
+class _TallyHandler(logging.Handler):
+    """Hands a logger's WARNING-and-above records to a :class:`WarningTally`."""
+
+    def __init__(self, tally: WarningTally) -> None:
+        super().__init__(level=logging.WARNING)
+        self.tally = tally
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Count the record under its logger's name."""
+        self.tally.add(record.name.split(".")[0], record.getMessage())

@@ -17,6 +17,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.platform.memory import check_fits
 from omnigym.platform.types import TransitionBatch
 
 ArrayLike = np.ndarray | Tensor
@@ -39,6 +40,11 @@ class ReplayBuffer:
         action_space: the env's ``Box`` action space.
         capacity: transitions kept; the oldest are overwritten first.
         device: where the storage (and the sampled batches) live.
+        capacity_key: what sets ``capacity`` (a config key, or ``dataset <id>``), named when the
+            storage cannot fit in memory.
+
+    Raises:
+        InsufficientMemoryError: the preallocated storage would exceed the available memory.
     """
 
     def __init__(
@@ -47,6 +53,8 @@ class ReplayBuffer:
         action_space: spaces.Space,
         capacity: int,
         device: torch.device | str = "cpu",
+        *,
+        capacity_key: str = "algo.buffer_size",
     ) -> None:
         if capacity < 1:
             raise ValueError(f"replay buffer capacity must be >= 1, got {capacity}")
@@ -67,6 +75,13 @@ class ReplayBuffer:
             return torch.zeros((self.capacity, *space.shape), dtype=dtype, device=self.device)
 
         boxes = {k: cast(spaces.Box, observation_space.spaces[k]) for k in self.obs_keys}
+        obs_bytes = sum(math.prod(b.shape) * (1 if b.dtype == np.uint8 else 4) for b in boxes.values())
+        check_fits(  # obs and next_obs, float32 actions, reward, terminated, ends
+            self.capacity * (2 * obs_bytes + 4 * math.prod(action_space.shape) + 9),
+            what=f"a replay buffer of {self.capacity} transitions ({capacity_key})",
+            fix="use a smaller dataset" if capacity_key.startswith("dataset ") else f"lower {capacity_key}",
+            device=self.device,
+        )
         self.obs = {k: storage(box) for k, box in boxes.items()}
         self.next_obs = {k: storage(box) for k, box in boxes.items()}
         self.action_dim = int(math.prod(action_space.shape))
@@ -238,7 +253,8 @@ class ReplayBuffer:
         if not isinstance(obs_space, spaces.Dict):
             raise TypeError(f"{dataset_id}: omnigym datasets have Dict observations, got {obs_space}")
         total = int(dataset.total_steps)
-        buffer = cls(obs_space, dataset.action_space, capacity or total, device)
+        key = "algo.buffer_size" if capacity else f"dataset {dataset_id}"
+        buffer = cls(obs_space, dataset.action_space, capacity or total, device, capacity_key=key)
         for episode in dataset.iterate_episodes():
             steps = len(episode.rewards)
             if steps == 0:

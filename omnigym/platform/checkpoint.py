@@ -25,6 +25,7 @@ import os
 import pickle
 import re
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,23 +242,57 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     Returns:
         The checkpoint directory, or None when the run has no complete checkpoint.
     """
-    found = _find_latest(Path(run_dir) / CHECKPOINTS_DIR)
-    return None if found is None else found[0]
+    return find_checkpoint(run_dir).path
 
 
-def _find_latest(root: Path) -> tuple[Path, int] | None:
-    """``(dir, step)`` of the newest verified checkpoint in ``root``, or None."""
+@dataclass
+class CheckpointSearch:
+    """The checkpoint a resume uses, and the newer ones it skipped because they did not verify."""
+
+    path: Path | None
+    step: int | None
+    skipped: list[tuple[Path, str]]
+    """``(checkpoint dir, why it was skipped)``, newest first."""
+
+
+def find_checkpoint(run_dir: str | Path) -> CheckpointSearch:
+    """Like :func:`latest_checkpoint`, also naming each newer checkpoint skipped as corrupt."""
+    root = Path(run_dir) / CHECKPOINTS_DIR
+    skipped: list[tuple[Path, str]] = []
     if not root.is_dir():
-        return None
+        return CheckpointSearch(None, None, skipped)
     pointed = _read_latest(root)
     by_step = [d for _, d in sorted(_step_dirs(root), reverse=True) if d != pointed]
     aside = sorted((d for d in root.iterdir() if d.is_dir() and d.name.startswith(_OLD_PREFIX)), reverse=True)
     for ckpt in ([pointed] if pointed is not None else []) + by_step + aside:
         try:
-            return ckpt, _verify(ckpt)
-        except CheckpointError:
-            continue
-    return None
+            return CheckpointSearch(ckpt, _verify(ckpt), skipped)
+        except CheckpointError as exc:
+            if ckpt.exists() and not ckpt.name.startswith(_OLD_PREFIX):
+                skipped.append((ckpt, str(exc)))
+    return CheckpointSearch(None, None, skipped)
+
+
+class CheckpointSchedule:
+    """When a run checkpoints: every ``every_steps`` steps and every ``every_minutes`` of wall time.
+
+    The loop asks :meth:`due` after each iteration and calls :meth:`saved` after each checkpoint;
+    the end of the run and an interrupt checkpoint regardless.
+    """
+
+    def __init__(self, every_steps: int = 0, every_minutes: float = 0.0) -> None:
+        self.every_steps, self.every_minutes = every_steps, every_minutes
+        self._last = time.monotonic()
+
+    def due(self, step: int, previous_step: int) -> bool:
+        """Whether a checkpoint falls due between ``previous_step`` and ``step``."""
+        if self.every_steps > 0 and step // self.every_steps > previous_step // self.every_steps:
+            return True
+        return self.every_minutes > 0 and time.monotonic() - self._last >= 60.0 * self.every_minutes
+
+    def saved(self) -> None:
+        """Restart the wall-time clock."""
+        self._last = time.monotonic()
 
 
 def _read_latest(root: Path) -> Path | None:
@@ -301,10 +336,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if _looks_like_checkpoint(path):
         step = _verify(path)
     else:
-        found = _find_latest(path / CHECKPOINTS_DIR)
-        if found is None:
+        found = find_checkpoint(path)
+        if found.path is None or found.step is None:
             raise CheckpointError(f"no complete checkpoint in run dir {path}")
-        path, step = found
+        path, step = found.path, found.step
     return Checkpoint(
         path=path,
         step=step,

@@ -18,20 +18,33 @@ tensors on the env's device, with no NumPy round trip.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
-from torch import Tensor
+from torch import Tensor, nn
 
-from omnigym.platform.text_obs import storable_obs
+from omnigym.platform.memory import check_fits
+from omnigym.platform.text_obs import storable_obs, text_width
 from omnigym.platform.types import EpisodeStats, PolicyStep, Rollout
-from omnigym.platform.vec_env import TorchVectorEnv, autoreset_mode, to_env_action, to_torch_env_action
-from omnigym.policies.base import Policy, obs_to_torch
+from omnigym.platform.vec_env import (
+    EnvConfig,
+    TorchVectorEnv,
+    autoreset_mode,
+    make_env,
+    to_env_action,
+    to_torch_env_action,
+)
+from omnigym.policies.base import Policy, PolicyConfig, obs_to_torch
 
 REWARD_COMPONENTS = "reward_components"
+PER_STEP_BOOKKEEPING = 4 * 7 + 3
+"""Bytes a rollout stores per step besides observations and actions: float32 reward, logprob,
+value, advantage, return, policy version and proximal log-prob; bool terminated, truncated, valid."""
 
 
 def group_seeds(seed: int, num_envs: int, group_size: int) -> list[int]:
@@ -97,6 +110,96 @@ def _stack_steps(
     return actions, logprob, mask, extras
 
 
+def _space_bytes(space: spaces.Space) -> int:
+    """Bytes one observation or action of ``space`` takes in a rollout (as stored, see ``storable_obs``)."""
+    if isinstance(space, spaces.Dict):
+        return sum(_space_bytes(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return sum(_space_bytes(s) for s in space.spaces)
+    if isinstance(space, spaces.Text):
+        return text_width(space)
+    if isinstance(space, spaces.Box):
+        return math.prod(space.shape) * space.dtype.itemsize
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return 8 * max(1, math.prod(space.shape or ()))  # int64 tensors
+    return 8
+
+
+def rollout_bytes(
+    num_steps: int,
+    num_envs: int,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    activation_width: int = 0,
+) -> int:
+    """A lower bound on the memory of one ``[num_steps, num_envs]`` rollout and its processing.
+
+    Observations (twice: the collector's NumPy buffers and the tensors the algorithm trains on),
+    actions and the per-step bookkeeping; with ``activation_width``, two float32 activations of
+    that width per step, held by a forward pass over the whole rollout (PPO's values).
+    """
+    per_step = (
+        2 * _space_bytes(observation_space)
+        + _space_bytes(action_space)
+        + PER_STEP_BOOKKEEPING
+        + 2 * 4 * activation_width
+    )
+    return int(num_steps) * int(num_envs) * per_step
+
+
+def activation_width(policy: nn.Module | PolicyConfig | None) -> int:
+    """The widest layer of a policy (its ``nn.Linear`` outputs) or of a config's ``hidden_sizes``."""
+    if isinstance(policy, nn.Module):
+        return max((m.out_features for m in policy.modules() if isinstance(m, nn.Linear)), default=0)
+    sizes = [*(getattr(policy, "hidden_sizes", None) or ()), getattr(policy, "feature_size", 0) or 0]
+    return max(int(s) for s in sizes)
+
+
+def check_rollout_memory(
+    num_steps: int,
+    num_envs: int,
+    observation_space: spaces.Space,
+    action_space: spaces.Space,
+    activation_width: int = 0,
+) -> None:
+    """Refuse a rollout that cannot fit in memory, before anything of it is allocated.
+
+    Raises:
+        InsufficientMemoryError: names ``algo.num_steps`` and ``env.num_envs``, the estimate and
+            the memory available.
+    """
+    check_fits(
+        rollout_bytes(num_steps, num_envs, observation_space, action_space, activation_width),
+        what=f"a rollout of algo.num_steps={num_steps} x env.num_envs={num_envs} steps",
+        fix="lower env.num_envs or algo.num_steps",
+    )
+
+
+def preflight_rollout_memory(env: EnvConfig, num_steps: int, policy: PolicyConfig | None = None) -> None:
+    """:func:`check_rollout_memory` before the vector env is built, from one probe env's spaces.
+
+    Building ``env.num_envs`` copies of an env is itself slow and memory-hungry, so a trainer
+    calls this first; it costs one env. World-model and Isaac Lab backends are not probed.
+
+    Args:
+        env: the env config (id, kwargs, num_envs).
+        num_steps: steps per env per rollout (``algo.num_steps``).
+        policy: the policy config, whose ``hidden_sizes`` size the forward pass over the rollout.
+
+    Raises:
+        InsufficientMemoryError: the rollout of ``num_steps`` x ``env.num_envs`` cannot fit.
+    """
+    if env.backend != "real" or env.id.startswith("Isaac-"):
+        return
+    probe = make_env(env.id, **env.kwargs)
+    try:
+        check_rollout_memory(
+            num_steps, env.num_envs, probe.observation_space, probe.action_space, activation_width(policy)
+        )
+    finally:
+        probe.close()
+
+
 class RolloutCollector:
     """Steps ``N`` vector envs with a policy for ``num_steps`` at a time.
 
@@ -113,6 +216,10 @@ class RolloutCollector:
     def __init__(
         self, envs: gym.vector.VectorEnv, policy: Policy, num_steps: int, device: torch.device | str = "cpu"
     ) -> None:
+        check_rollout_memory(
+            num_steps, envs.num_envs, envs.single_observation_space, envs.single_action_space,
+            activation_width(policy),
+        )  # fmt: skip
         self.envs, self.policy, self.num_steps = envs, policy, num_steps
         self.device = torch.device(device)
         self.mode = autoreset_mode(envs)

@@ -26,6 +26,8 @@ TypeResolver = Callable[[type, str, str], type]
 """``resolve_type(base_cls, type_name, path)`` returns the config class registered as ``type_name``."""
 
 _OVERRIDE_EXAMPLE = "e.g. algo.learning_rate=3e-4, env.num_envs=8 or env=cartpole"
+DELETE_PREFIX = "~"
+"""An override ``~key.sub`` deletes ``key.sub`` from the composed config (Hydra's syntax)."""
 
 
 class ConfigError(ValueError):
@@ -240,8 +242,15 @@ def list_options(config_dir: str | Path, group: str) -> list[str]:
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Deep-merges dotted ``key.sub=value`` overrides (values parsed as YAML) into ``data``."""
-    merged = OmegaConf.merge(OmegaConf.create(dict(data)), _parse_overrides(overrides))
+    """Deep-merges dotted ``key.sub=value`` overrides (values parsed as YAML) into ``data``.
+
+    ``~key.sub`` (Hydra's syntax) deletes that key instead, so the dataclass default applies when
+    the result is built; overrides apply in order.
+
+    Raises:
+        ConfigError: on a malformed override, or a ``~key`` that names no key of ``data``.
+    """
+    merged = _apply_dotted(OmegaConf.create(dict(data)), overrides)
     return _to_container(merged, where="overrides")
 
 
@@ -255,17 +264,22 @@ def compose(
 
     Layers, later ones winning: each group's option file (``defaults: {env: cartpole, ...}`` in the
     experiment, or ``env=other`` on the command line) as section ``<group>``; the experiment's other
-    keys; the dotted command-line overrides. Interpolations are resolved on the composed result, so
-    ``${env.num_envs}`` works across files.
+    keys; the dotted command-line overrides, in order (``~key.sub`` deletes a key of the layers
+    before it, so its dataclass default applies). Interpolations are resolved on the composed
+    result, so ``${env.num_envs}`` works across files.
 
     Args:
         config_dir: folder holding ``experiment/`` and one folder per group.
         experiment: a name in ``config_dir/experiment/`` or a path to a YAML file.
-        overrides: ``group=option`` swaps and ``key.sub=value`` overrides.
+        overrides: ``group=option`` swaps, ``key.sub=value`` overrides and ``~key.sub`` deletions.
         groups: the groups an experiment may select options for.
 
     Returns:
         The composed config, without the ``defaults`` key.
+
+    Raises:
+        ConfigError: on unknown experiments, groups or options, malformed overrides, or a
+            ``~key`` that names no key of the composed config.
     """
     config_dir = Path(config_dir)
     spec = _to_container(_load_config(_experiment_path(config_dir, experiment)), resolve=False)
@@ -283,8 +297,8 @@ def compose(
             )
         option_config = _load_config(_option_path(config_dir, group, option))
         base[group] = _to_container(option_config, resolve=False)
-    merged = OmegaConf.merge(OmegaConf.create(base), OmegaConf.create(spec), _parse_overrides(dotted))
-    return _to_container(merged, where=f"experiment '{experiment}'")
+    merged = _merge(OmegaConf.create(base), OmegaConf.create(spec))
+    return _to_container(_apply_dotted(merged, dotted), where=f"experiment '{experiment}'")
 
 
 def _split_group_swaps(overrides: Sequence[str], groups: Sequence[str]) -> tuple[dict[str, str], list[str]]:
@@ -298,6 +312,69 @@ def _split_group_swaps(overrides: Sequence[str], groups: Sequence[str]) -> tuple
         else:
             dotted.append(override)
     return swaps, dotted
+
+
+def _apply_dotted(config: DictConfig, overrides: Sequence[str]) -> DictConfig:
+    """Applies ``key=value`` merges and ``~key`` deletions to ``config`` in command-line order.
+
+    Runs of consecutive merges are merged at once (one OmegaConf merge per run).
+    """
+    pending: list[str] = []
+    for override in overrides:
+        if override.lstrip().startswith(DELETE_PREFIX):
+            if pending:
+                config = _merge(config, _parse_overrides(pending))
+                pending = []
+            _delete_key(config, override)
+        else:
+            pending.append(override)
+    if pending:
+        config = _merge(config, _parse_overrides(pending))
+    return config
+
+
+def _merge(*configs: DictConfig) -> DictConfig:
+    """OmegaConf's deep merge of mappings (later ones winning), typed as the mapping it returns."""
+    merged = OmegaConf.merge(*configs)
+    assert isinstance(merged, DictConfig)  # merging DictConfigs gives a DictConfig
+    return merged
+
+
+def _delete_key(config: DictConfig, override: str) -> None:
+    """Deletes the key that ``~key.sub`` names from ``config`` (in place).
+
+    Raises:
+        ConfigError: when the override is malformed or the key does not exist; the message names
+            the key and suggests a close match among its would-be siblings.
+    """
+    dotted = override.strip()[len(DELETE_PREFIX) :]
+    if "=" in dotted or not dotted or any(not part for part in dotted.split(".")):
+        raise ConfigError(
+            f"Override '{override}' must have the form ~key (no value), e.g. ~policy.normalize_obs, "
+            "to delete a key so its default applies."
+        )
+    *parents, name = dotted.split(".")
+    node: Any = config
+    for depth, part in enumerate(parents):
+        if not isinstance(node, DictConfig) or part not in node:
+            raise _missing_key_error(dotted, ".".join(parents[:depth]), part, node)
+        node = node._get_node(part)  # the raw node: no interpolation is resolved on the way
+    if not isinstance(node, DictConfig) or name not in node:
+        raise _missing_key_error(dotted, ".".join(parents), name, node)
+    del node[name]
+
+
+def _missing_key_error(dotted: str, path: str, key: str, node: Any) -> ConfigError:
+    """The error for ``~dotted`` whose part ``key`` is missing under ``path`` (node ``node``)."""
+    siblings = [str(k) for k in node] if isinstance(node, DictConfig) else []
+    close = difflib.get_close_matches(key, siblings, n=1)
+    hint = f" Did you mean '~{_join(path, close[0])}'?" if close else ""
+    where = f" under '{path}'" if path else ""
+    if isinstance(node, DictConfig):
+        keys = f" Keys{where}: {', '.join(siblings) or '(none)'}."
+    else:
+        keys = f" '{path}' is not a mapping."
+    return ConfigError(f"Cannot delete '~{dotted}': the config has no key '{dotted}'.{hint}{keys}")
 
 
 def _parse_overrides(overrides: Sequence[str]) -> DictConfig:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -211,6 +212,13 @@ def behaviour_policies(task: str, config: RecipeConfig, quick: bool, need_expert
         return False
 
     trainer.after_eval = after_eval
+    wanted = "medium and expert policies" if need_expert else "medium policy"
+    print(
+        f"[omnigym] datasets make {task}: training SAC for the {wanted} (at most {budget:,} env steps, "
+        "stopping at the target return; the step line's eta is for the whole budget)",
+        file=sys.stderr,
+        flush=True,
+    )
     trainer.train()
     if "medium" not in index:
         record("medium")
@@ -257,6 +265,9 @@ def _rollout_dataset(
     """``config.steps`` transitions of ``policy`` sampling its actions, as dataset ``target``."""
     from omnigym.platform.datasets import collect_dataset
 
+    print(
+        f"[omnigym] datasets make: recording {config.steps:,} steps as {target}", file=sys.stderr, flush=True
+    )
     collect_dataset(
         policy,
         LOCOMOTION_ENVS[task],

@@ -23,6 +23,7 @@ import torch
 from gymnasium import spaces
 
 from omnigym.platform.evaluate import SUCCESS_KEYS
+from omnigym.platform.loggers import TaskProgress, progress
 from omnigym.platform.vec_env import make_env, to_env_action
 from omnigym.policies.base import Policy, obs_to_torch
 
@@ -306,11 +307,16 @@ def collect_dataset(
     labels = [s.label for s in sources]
     try:
         if steps is None:
-            recorded = [_record_episode(sources[k], env, seed + i) for i, k in enumerate(assignment)]
+            episodes_shown = progress(
+                enumerate(assignment), len(assignment), f"collect {env_id}", unit="episode"
+            )
+            recorded = [_record_episode(sources[k], env, seed + i) for i, k in episodes_shown]
         else:
             recorded = []
-            while sum(r.metadata["length"] for r in recorded) < steps:
-                recorded.append(_record_episode(sources[0], env, seed + len(recorded)))
+            with TaskProgress(steps, f"collect {env_id}", unit="step") as bar:
+                while (done := sum(r.metadata["length"] for r in recorded)) < steps:
+                    recorded.append(_record_episode(sources[0], env, seed + len(recorded)))
+                    bar.update(min(recorded[-1].metadata["length"], steps - done))
             episodes, assignment = len(recorded), [0] * len(recorded)
         spec = env.env.spec  # the made env's, without this wrapper
         if spec is not None:  # a user re-making the env from the dataset gets no privileged keys

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from omnigym.platform.config import config_to_dict
 from omnigym.platform.experiment import load_experiment
-from omnigym.platform.loggers import read_metrics
-from omnigym.platform.report import write_report
+from omnigym.platform.report import write_run_report
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer
 
 DEMO_EXPERIMENT = "demo"
@@ -22,26 +21,15 @@ def run_demo(run_dir: Path | None = None, overrides: Sequence[str] = ()) -> Path
     run_dir = run_dir or Path("runs") / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     start = time.perf_counter()
     result = OnPolicyTrainer(config, run_dir).train()
-    minutes = (time.perf_counter() - start) / 60
-    videos = sorted((run_dir / "videos").glob("*.mp4"))
-    summary: dict[str, float | str] = {
-        "experiment": config.name,
-        "env": config.env.id,
-        "policy": config.policy.type,
-        "algorithm": config.algo.type,
-        "env steps": result.total_steps,
-        "seed": config.seed,
-        "wall time (min)": round(minutes, 2),
-    }
     algo = config_to_dict(config.algo)
-    return write_report(
+    return write_run_report(
         run_dir,
+        config,
+        result.final_eval,
+        result.best_eval,
+        total_steps=result.total_steps,
+        wall_minutes=(time.perf_counter() - start) / 60,
         title=f"omnigym demo: {config.algo.type.upper()} on {config.env.id}",
-        metrics=read_metrics(run_dir),
-        summary=summary,
-        final_eval=result.final_eval,
-        best_eval=result.best_eval,
-        video=videos[-1] if videos else None,
         extra_sections={
             "Algorithm settings": "\n".join(f"- `{k}`: {v}" for k, v in algo.items()),
             "Reproduce": f"`omnigym train {DEMO_EXPERIMENT}` (the run's resolved config is `config.yaml`).",

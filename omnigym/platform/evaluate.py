@@ -52,7 +52,9 @@ class EvalResult:
     ``info["reward_components"]`` and, for envs that report ``info["action_valid"]``, the count of
     ``invalid_actions``; NaN for episodes whose final info lacked the key."""
     video_path: str | None = None
-    """The MP4 of the first episodes, when one was recorded."""
+    """The MP4 of the first episode, when videos were recorded."""
+    video_paths: list[str] = field(default_factory=list)
+    """One MP4 per recorded episode, in episode order (``video_path`` is the first)."""
 
     def summary(self) -> dict[str, float]:
         """Aggregate the episodes into one flat dict of numbers.
@@ -99,15 +101,16 @@ class _Record:
     episode_return: float
     length: int
     metrics: dict[str, float]
-    frames: list[np.ndarray] | None
 
 
 class _EpisodeRunner:
     """Runs ``episodes`` seeded episodes in ``num_slots`` plain envs, refilling slots as they finish.
 
-    Every slot keeps a plain env and, for the first ``video_episodes`` episodes, a separate
-    ``rgb_array`` env. A slot with no episode left keeps its last observation, so the batch always
-    has ``num_slots`` rows and a stateful policy's row ``k`` is always slot ``k``.
+    Every slot keeps a plain env and, for the first ``len(video_paths)`` episodes, a separate
+    ``rgb_array`` env; episode ``i``'s frames (the reset frame and one per step, so
+    ``length + 1``) are written to ``video_paths[i]`` as soon as it ends. A slot with no episode
+    left keeps its last observation, so the batch always has ``num_slots`` rows and a stateful
+    policy's row ``k`` is always slot ``k``.
     """
 
     def __init__(
@@ -117,13 +120,13 @@ class _EpisodeRunner:
         episodes: int,
         seed: int,
         num_slots: int,
-        video_episodes: int,
+        video_paths: list[Path],
         make_kwargs: dict[str, Any],
     ) -> None:
         self.env_id = env_id
         self.episodes = episodes
         self.seed = seed
-        self.video_episodes = video_episodes
+        self.video_paths = video_paths
         self.make_kwargs = make_kwargs
         self.next_index = 0
         self.envs: dict[tuple[int, bool], gym.Env] = {}  # (slot, renders) -> env
@@ -147,7 +150,7 @@ class _EpisodeRunner:
             self.running[slot] = None
             return False
         index, self.next_index = self.next_index, self.next_index + 1
-        renders = index < self.video_episodes
+        renders = index < len(self.video_paths)
         env = self._env(slot, renders)
         episode = _Episode(index=index, seed=self.seed + index, env=env, frames=[] if renders else None)
         self.obs[slot], _ = env.reset(seed=episode.seed)
@@ -182,26 +185,27 @@ class _EpisodeRunner:
             self._record_frame(episode)
             if terminated or truncated:
                 self.records[episode.index] = _Record(
-                    episode.episode_return, episode.length, _final_metrics(info, episode), episode.frames
+                    episode.episode_return, episode.length, _final_metrics(info, episode)
                 )
+                if episode.frames is not None:
+                    self._write_video(episode.index, episode.frames)
                 started[slot] = self.start(slot)
         return started
 
     def result(self) -> EvalResult:
-        """The finished episodes as an :class:`EvalResult` (without the video)."""
+        """The finished episodes as an :class:`EvalResult`, with the videos written."""
         records = [self.records[index] for index in range(self.episodes)]
         names = list(dict.fromkeys(name for record in records for name in record.metrics))
+        videos = [str(path) for path in self.video_paths]
         return EvalResult(
             env_id=self.env_id,
             returns=[record.episode_return for record in records],
             lengths=[record.length for record in records],
             seeds=[self.seed + index for index in range(self.episodes)],
             metrics={name: [record.metrics.get(name, float("nan")) for record in records] for name in names},
+            video_path=videos[0] if videos else None,
+            video_paths=videos,
         )
-
-    def frames(self) -> list[np.ndarray]:
-        """The recorded frames of the video episodes, in episode order."""
-        return [frame for index in range(self.video_episodes) for frame in self.records[index].frames or []]
 
     def close(self) -> None:
         """Close every env made."""
@@ -239,6 +243,10 @@ class _EpisodeRunner:
                 "so no video can be recorded (pass video_path=None)"
             )
         episode.frames.append(np.asarray(frame))
+
+    def _write_video(self, index: int, frames: list[np.ndarray]) -> None:
+        """Write episode ``index``'s frames to its MP4 (the frames are dropped afterwards)."""
+        _write_video(frames, self.video_paths[index], self.render_fps)
 
 
 def _stack(values: list[Any]) -> np.ndarray:
@@ -328,8 +336,11 @@ def evaluate_policy(
         num_envs: most episodes run at once.
         env_kwargs: keyword arguments for ``make_env``.
         max_episode_steps: overrides the env's time limit.
-        video_path: where to write an MP4 of the first ``video_episodes`` episodes (one file).
-        video_episodes: how many of the first episodes the video shows.
+        video_path: record the first ``video_episodes`` episodes, each whole (the reset frame and
+            one frame per step) in its own MP4: this path for a single episode, else
+            ``<stem>-episode<i>.mp4`` beside it for episode ``i`` (seed ``seed + i``); see
+            :func:`video_paths`. The env must render ``rgb_array`` frames.
+        video_episodes: how many of the first episodes to record (at most ``episodes``).
 
     Returns:
         The per-episode results, in seed order; see :meth:`EvalResult.summary`.
@@ -349,7 +360,7 @@ def evaluate_policy(
         episodes=episodes,
         seed=seed,
         num_slots=min(num_envs, episodes),
-        video_episodes=min(video_episodes, episodes) if video_path is not None else 0,
+        video_paths=video_paths(video_path, min(video_episodes, episodes)) if video_path is not None else [],
         make_kwargs={
             **getattr(policy, "env_kwargs", {}),
             **(env_kwargs or {}),
@@ -369,10 +380,7 @@ def evaluate_policy(
             started = runner.step(_as_batch(act(runner.batch_obs())))
             if reset is not None and started.any():
                 reset(torch.from_numpy(started))
-        result = runner.result()
-        if video_path is not None:
-            result.video_path = str(_write_video(runner.frames(), Path(video_path), runner.render_fps))
-        return result
+        return runner.result()
     finally:
         runner.close()
         if module is not None and was_training:
@@ -421,9 +429,7 @@ def evaluate_torch_env(
                     if done_count[n] < wanted[n]:
                         metrics = {k: float(v[n]) for k, v in (info.get("final_info") or {}).items()}
                         index = int(done_count[n]) * N + n
-                        records[index] = _Record(
-                            float(episode_return[n]), int(episode_length[n]), metrics, None
-                        )
+                        records[index] = _Record(float(episode_return[n]), int(episode_length[n]), metrics)
                 episode_return = torch.where(done, 0.0, episode_return)
                 episode_length = torch.where(done, 0, episode_length)
                 done_count += done.long()
@@ -439,6 +445,19 @@ def evaluate_torch_env(
         seeds=[seed] * episodes,
         metrics={name: [r.metrics.get(name, float("nan")) for r in ordered] for name in names},
     )
+
+
+def video_paths(video_path: str | Path, episodes: int) -> list[Path]:
+    """The MP4 of each of the first ``episodes`` recorded episodes.
+
+    One episode is written to ``video_path`` itself; more go beside it as
+    ``<stem>-episode<i>.mp4`` (``i`` from 0, the episode's seed offset), so every file holds one
+    whole episode.
+    """
+    path = Path(video_path)
+    if episodes == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}-episode{i}{path.suffix or '.mp4'}") for i in range(episodes)]
 
 
 def _write_video(frames: list[np.ndarray], path: Path, fps: int) -> Path:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import gymnasium as gym
 
 from omnigym.platform.algorithms.base import AlgorithmConfig
 from omnigym.platform.config import ConfigError, build_dataclass, compose, list_options
@@ -34,9 +36,16 @@ class EvalConfig:
     num_envs: int = 8
     """Episodes run side by side."""
     video: bool = False
-    """Record an MP4 of one episode at the final evaluation."""
+    """Record MP4s of the first ``video_episodes`` episodes at the final evaluation."""
+    video_episodes: int = 1
+    """Episodes recorded when ``video`` is on, each whole (reset frame to last step) in its own MP4."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Env keyword arguments that differ for evaluation (e.g. a held-out scene split)."""
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if self.video_episodes < 1:
+            raise ValueError(f"eval.video_episodes must be >= 1, got {self.video_episodes}")
 
 
 @dataclass
@@ -57,9 +66,20 @@ class CheckpointConfig:
     """Checkpoint cadence."""
 
     every_steps: int = 0
-    """Checkpoint every this many env steps (0: only at the end)."""
+    """Checkpoint every this many env steps (0: by time only)."""
+    every_minutes: float = 10.0
+    """Checkpoint when this much wall time passed since the last one (0: never by time). A run also
+    checkpoints at its end and when interrupted (Ctrl-C, SIGTERM)."""
     keep: int = 2
     """Most recent checkpoints kept on disk."""
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if self.every_steps < 0 or self.every_minutes < 0 or self.keep < 1:
+            raise ValueError(
+                "checkpoint.every_steps and every_minutes must be >= 0 and checkpoint.keep >= 1, got "
+                f"{self.every_steps}, {self.every_minutes}, {self.keep}"
+            )
 
 
 def _default_world_model() -> WorldModelConfig:
@@ -168,6 +188,57 @@ class ExperimentConfig:
             raise ValueError(
                 "trainer model_based: leave env.backend real; the trainer swaps in the world model it fits"
             )
+        policy_keys = getattr(self.policy, "obs_keys", None)
+        check_image_obs_keys(self.env.id, self.env.kwargs, "env.kwargs", policy_keys)
+        if "obs_keys" in self.eval.env_kwargs:
+            check_image_obs_keys(self.env.id, self.eval.env_kwargs, "eval.env_kwargs", policy_keys)
+
+
+def check_image_obs_keys(
+    env_id: str,
+    kwargs: Mapping[str, Any],
+    where: str = "env.kwargs",
+    policy_obs_keys: Sequence[str] | None = None,
+) -> None:
+    """Rejects ``obs_keys`` without ``image`` for an env registered to emit images.
+
+    Gymnasium merges the given kwargs over the registered ones, so ``obs_keys: [state]`` carried
+    over from a state-only base config (``omnigym train ppo_reach env.id=omnigym/ReachPixels-v0``)
+    would silently turn the pixel env (``omnigym/<Task>Pixels-v0``, ``omnigym/DrivingVLM-v0``:
+    registered with ``obs_keys`` that include ``image``) into its state-only twin.
+
+    Args:
+        env_id: the Gymnasium id; ids that are not registered are not checked.
+        kwargs: the keyword arguments the env will be made with.
+        where: the dotted config key of ``kwargs``, for the message.
+        policy_obs_keys: the policy's ``obs_keys``; when they lack ``image`` the message says that
+            the policy must read images too.
+
+    Raises:
+        ConfigError: naming ``<where>.obs_keys`` and the fixes (``~<where>.obs_keys`` or a list
+            with ``image``).
+    """
+    obs_keys = kwargs.get("obs_keys")
+    spec = gym.registry.get(env_id)
+    registered = (spec.kwargs or {}).get("obs_keys") if spec is not None else None
+    if obs_keys is None or not registered or "image" not in registered:
+        return
+    given = [obs_keys] if isinstance(obs_keys, str) else list(obs_keys)
+    if "image" in given:
+        return
+    wanted = ",".join(registered)
+    policy_hint = ""
+    if policy_obs_keys is not None and "image" not in policy_obs_keys:
+        policy_hint = (
+            f" The policy reads only {list(policy_obs_keys)}: give it one that reads 'image' too "
+            "(e.g. policy=cnn)."
+        )
+    raise ConfigError(
+        f"{where}.obs_keys is {given}, but {env_id} is registered to emit {list(registered)}: without "
+        f"'image' it would run as a state-only env (obs_keys left over from a config for another env?). "
+        f"Delete the key so the env's own keys apply (~{where}.obs_keys) or list the keys you want "
+        f"('{where}.obs_keys=[{wanted}]').{policy_hint}"
+    )
 
 
 def config_dir() -> Path:

@@ -12,10 +12,10 @@ import math
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Sized
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import numpy as np
 
@@ -371,3 +371,163 @@ def _format_duration(seconds: float) -> str:
     minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+# --- progress of a long step ------------------------------------------------------------------
+
+TASK_PROGRESS_DELAY_S = 5.0
+"""A long step shows no progress until it has run this long (short jobs stay quiet)."""
+TASK_PROGRESS_MAX_SILENCE_S = 60.0
+"""Without a TTY, a line at least this often even when no new 10 % step was reached."""
+T = TypeVar("T")
+
+
+class TaskProgress:
+    """Progress with an ETA of a long step with a known number of units (scenes, episodes, epochs).
+
+    On an interactive stderr a tqdm bar (shown after ``delay_s``); otherwise a plain line on stderr
+    at each new ``every_percent`` % once ``delay_s`` has passed (and at least every minute), plus a
+    final line if any was printed. A job shorter than ``delay_s`` prints nothing either way.
+
+    Example:
+        >>> with TaskProgress(len(items), "collect") as bar:
+        ...     for item in items:
+        ...         work(item)
+        ...         bar.update()
+    """
+
+    def __init__(
+        self,
+        total: int | None,
+        desc: str,
+        *,
+        unit: str = "it",
+        delay_s: float = TASK_PROGRESS_DELAY_S,
+        every_percent: float = 10.0,
+        enabled: bool = True,
+    ) -> None:
+        """Start timing; nothing shows yet.
+
+        Args:
+            total: Units of work (None: unknown, no ETA).
+            desc: What is being done, e.g. ``"collect PushT-v0"``.
+            unit: The unit's name, e.g. ``"episode"``.
+            delay_s: Seconds before anything shows.
+            every_percent: Plain lines at each such step of the work done.
+            enabled: False shows nothing (e.g. a caller's ``--quiet``).
+        """
+        self.total, self.desc, self.unit = total, desc, unit
+        self.done = 0
+        self._delay, self._every = delay_s, max(every_percent, 1e-9)
+        self._start = time.monotonic()
+        self._last_print = self._start
+        self._last_bucket = 0
+        self._printed = False
+        self._bar: Any = None
+        isatty = getattr(sys.stderr, "isatty", None)
+        self._tty = bool(enabled and isatty is not None and isatty())
+        self._enabled = enabled
+        if self._tty:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total,
+                desc=desc,
+                unit=unit,
+                delay=delay_s,
+                file=sys.stderr,
+                dynamic_ncols=True,
+                leave=False,
+            )
+
+    def update(self, n: int = 1, postfix: str = "") -> None:
+        """Record ``n`` more units done; ``postfix`` (e.g. the current item) is shown beside them."""
+        self.done += n
+        if not self._enabled:
+            return
+        if self._bar is not None:
+            if postfix:
+                self._bar.set_postfix_str(postfix, refresh=False)
+            self._bar.update(n)
+            return
+        now = time.monotonic()
+        if now - self._start < self._delay:
+            return
+        bucket = int(100.0 * self.done / self.total // self._every) if self.total else 0
+        if bucket > self._last_bucket or now - self._last_print >= TASK_PROGRESS_MAX_SILENCE_S:
+            self._last_bucket = bucket
+            self._print(postfix)
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the average speed so far, or None when unknown."""
+        return eta_seconds(self.done, self.total, time.monotonic() - self._start)
+
+    def close(self) -> None:
+        """End the display (a plain final line only if progress was shown). Idempotent."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        elif self._printed and self._enabled:
+            elapsed = _format_duration(time.monotonic() - self._start)
+            print(f"[omnigym] {self.desc}: {self.done:,} {self.unit}s done in {elapsed}", file=sys.stderr)
+            self._printed = False
+
+    def _print(self, postfix: str) -> None:
+        elapsed = time.monotonic() - self._start
+        if self.total:
+            done = f"{self.done:,}/{self.total:,} {self.unit}s ({100.0 * self.done / self.total:.0f}%)"
+        else:
+            done = f"{self.done:,} {self.unit}s"
+        eta = self.eta_s()
+        eta_text = f", eta {_format_duration(eta)}" if eta is not None else ""
+        extra = f" {postfix}" if postfix else ""
+        line = f"[omnigym] {self.desc}: {done}, {_format_duration(elapsed)} elapsed{eta_text}{extra}"
+        print(line, file=sys.stderr, flush=True)
+        self._last_print = time.monotonic()
+        self._printed = True
+
+    def __enter__(self) -> TaskProgress:
+        """Enter a ``with`` block; the display ends at its end."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the display."""
+        self.close()
+
+
+def progress(
+    iterable: Iterable[T], total: int | None = None, desc: str = "", *, unit: str = "it", **kwargs: Any
+) -> Iterator[T]:
+    """Iterate ``iterable`` under a :class:`TaskProgress` (``total`` defaults to its ``len``).
+
+    Args:
+        iterable: The work items.
+        total: How many there are (None: ``len(iterable)`` when it has one).
+        desc: What is being done.
+        unit: The unit's name.
+        **kwargs: More :class:`TaskProgress` options (``delay_s``, ``every_percent``, ``enabled``).
+    """
+    if total is None and isinstance(iterable, Sized):
+        total = len(iterable)
+    with TaskProgress(total, desc, unit=unit, **kwargs) as bar:
+        for item in iterable:
+            yield item
+            bar.update()
+
+
+def eta_seconds(done: float, total: float | None, elapsed_s: float) -> float | None:
+    """Seconds left for ``total`` units when ``done`` took ``elapsed_s`` (None when unknown)."""
+    if not total or done <= 0 or elapsed_s <= 0:
+        return None
+    return max(total - done, 0.0) * elapsed_s / done
+
+
+def format_eta(done: float, total: float | None, elapsed_s: float) -> str:
+    """``eta H:MM:SS`` for a progress line (``eta ?`` before the first unit is done)."""
+    eta = eta_seconds(done, total, elapsed_s)
+    return f"eta {_format_duration(eta)}" if eta is not None else "eta ?"

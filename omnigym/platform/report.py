@@ -160,3 +160,60 @@ def write_report(
     path = run_dir / REPORT_FILE
     path.write_text("\n\n".join(sections) + "\n")
     return path
+
+
+def write_run_report(
+    run_dir: Path,
+    config: Any,
+    final_eval: dict[str, float],
+    best_eval: dict[str, float] | None,
+    *,
+    total_steps: int,
+    wall_minutes: float | None = None,
+    title: str | None = None,
+    extra_sections: dict[str, str] | None = None,
+) -> Path:
+    """``report.md`` for a finished run: summary, final and best evaluation, curve, videos, config.
+
+    ``config`` is the run's :class:`~omnigym.platform.experiment.ExperimentConfig`; every
+    evaluation video under ``run_dir/videos`` is linked, the last one shown first.
+    """
+    import yaml
+
+    from omnigym.platform.config import config_to_dict
+    from omnigym.platform.loggers import read_metrics
+
+    run_dir = Path(run_dir)
+    summary: dict[str, float | str] = {
+        "experiment": config.name,
+        "env": config.env.id,
+        "policy": config.policy.type,
+        "algorithm": config.algo.type,
+        "trainer": config.trainer,
+        "env steps" if config.trainer != "offline" else "updates": total_steps,
+        "seed": config.seed,
+    }
+    if wall_minutes is not None:
+        summary["wall time (min)"] = round(wall_minutes, 2)
+    videos = sorted((run_dir / "videos").glob("*.mp4"), key=lambda p: p.stat().st_mtime)
+    sections = dict(extra_sections or {})
+    if len(videos) > 1:
+        sections["All evaluation videos"] = "\n".join(
+            f"- [{v.name}]({_relative(v, run_dir)})" for v in reversed(videos)
+        )
+    sections["Config"] = (
+        "The resolved config (`config.yaml`); reproduce with `omnigym train "
+        f"{run_dir / 'config.yaml'} run_dir=NEW_DIR`.\n\n```yaml\n"
+        + yaml.safe_dump(config_to_dict(config), sort_keys=False)
+        + "```"
+    )
+    return write_report(
+        run_dir,
+        title=title or f"{config.name}: {config.algo.type} on {config.env.id}",
+        metrics=read_metrics(run_dir),
+        summary=summary,
+        final_eval=final_eval,
+        best_eval=best_eval,
+        video=videos[-1] if videos else None,
+        extra_sections=sections,
+    )

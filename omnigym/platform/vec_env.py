@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
+import dataclasses
+import difflib
 import functools
+import inspect
 import multiprocessing
 import os
-from collections.abc import Callable
+import re
+import signal
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -79,6 +86,107 @@ class TorchVectorEnv(gym.vector.VectorEnv):
     device: torch.device
 
 
+ADAPTER_KWARG_NAMES = ("obs_keys", "image_size", "instruction")
+"""Keyword arguments omnigym's observation adapter takes for envs of other packages."""
+_UNEXPECTED_KWARG = re.compile(r"(\w[\w.]*)\(\) got an unexpected keyword argument '(\w+)'")
+
+
+class EnvArgumentError(ValueError):
+    """An env id Gymnasium does not know, or a keyword argument the env does not take.
+
+    The message names the config key that fixes it (``env.id``, ``env.kwargs.<name>``);
+    :meth:`describe` words it for other flags (``--env``, ``--env-kwargs``).
+
+    Attributes:
+        env_id: the id asked for.
+        kwarg: the keyword argument the env does not take (None: the id is unknown).
+        accepted: the keyword arguments the env takes (for ``kwarg``).
+        matches: close matches of the id or of ``kwarg``.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        *,
+        kwarg: str | None = None,
+        accepted: Sequence[str] = (),
+        matches: Sequence[str] = (),
+    ) -> None:
+        self.env_id, self.kwarg = env_id, kwarg
+        self.accepted, self.matches = tuple(accepted), tuple(matches)
+        super().__init__(self.describe())
+
+    def describe(self, id_flag: str = "env.id", kwargs_flag: str = "env.kwargs") -> str:
+        """The one-line message, naming ``id_flag`` or ``kwargs_flag`` as the fix."""
+        close = f" (did you mean {' or '.join(repr(m) for m in self.matches)}?)" if self.matches else ""
+        if self.kwarg is None:
+            return (
+                f"{id_flag}: unknown env id {self.env_id!r}{close}; "
+                "`omnigym list --all-envs` lists every registered id"
+            )
+        where = kwargs_flag if kwargs_flag.startswith("-") else f"{kwargs_flag}.{self.kwarg}"
+        accepted = ", ".join(self.accepted) if self.accepted else "(none)"
+        return (
+            f"{where}: {self.env_id} takes no keyword argument {self.kwarg!r}{close}; it accepts: {accepted}"
+        )
+
+
+def env_kwarg_names(env_id: str, owner: str | None = None) -> list[str]:
+    """The keyword arguments ``gym.make(env_id, ...)`` accepts, read from its entry point.
+
+    Most omnigym envs take ``**kwargs`` into a config dataclass: its fields count, found as the
+    class's ``config_class`` or, by ``owner`` (the name in Python's "unexpected keyword" message,
+    e.g. ``DrivingConfig.__init__``), in the entry point's module. Empty when it cannot be read.
+    """
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        spec = gym.spec(env_id)
+        entry = spec.entry_point
+        creator = entry if callable(entry) else load_env_creator(str(entry))
+        params = inspect.signature(creator).parameters
+    except (gym.error.Error, ImportError, AttributeError, TypeError, ValueError):
+        return []
+    names = set(spec.kwargs)
+    names.update(n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        module = sys.modules.get(getattr(creator, "__module__", ""), None)
+        owner_cls = getattr(module, owner.split(".")[0], None) if owner else None
+        for candidate in (getattr(creator, "config_class", None), owner_cls):
+            if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
+                names.update(f.name for f in dataclasses.fields(candidate) if f.init)
+    if not env_id.startswith("omnigym/"):
+        names.update(ADAPTER_KWARG_NAMES)
+    names.discard("self")
+    return sorted(names)
+
+
+def close_env_ids(env_id: str, n: int = 3) -> list[str]:
+    """Registered env ids close to ``env_id`` (case-insensitive)."""
+    ids = {key.lower(): key for key in gym.registry}
+    return [ids[m] for m in difflib.get_close_matches(env_id.lower(), list(ids), n=n, cutoff=0.6)]
+
+
+@contextlib.contextmanager
+def explain_env_errors(env_id: str, kwargs: Mapping[str, Any]) -> Iterator[None]:
+    """Turn Gymnasium's "doesn't exist" and Python's "unexpected keyword" into an :class:`EnvArgumentError`.
+
+    Only a keyword the caller passed in ``kwargs`` counts; other errors pass unchanged.
+    """
+    try:
+        yield
+    except gym.error.UnregisteredEnv:
+        raise EnvArgumentError(env_id, matches=close_env_ids(env_id)) from None
+    except TypeError as exc:
+        match = _UNEXPECTED_KWARG.search(str(exc))
+        if match is None or match.group(2) not in kwargs:
+            raise
+        owner, kwarg = match.groups()
+        accepted = env_kwarg_names(env_id, owner)
+        matches = difflib.get_close_matches(kwarg, accepted, n=2)
+        raise EnvArgumentError(env_id, kwarg=kwarg, accepted=accepted, matches=matches) from None
+
+
 def make_env(
     env_id: str,
     *,
@@ -89,8 +197,13 @@ def make_env(
     """One env with a ``Dict`` observation space (plain boxes become ``{"state"}``/``{"image"}``).
 
     Envs of other packages go through omnigym's adapter (``omnigym.envs.manipulation.adapters``).
+
+    Raises:
+        EnvArgumentError: an unknown id, or a keyword argument the env does not take.
     """
-    return as_omnigym_env(_make_single(env_id, _gym_make_kwargs(render_mode, max_episode_steps, kwargs)))
+    make_kwargs = _gym_make_kwargs(render_mode, max_episode_steps, kwargs)
+    with explain_env_errors(env_id, kwargs):
+        return as_omnigym_env(_make_single(env_id, make_kwargs))
 
 
 def _make_single(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
@@ -136,6 +249,22 @@ def make_vec_env(
     if config.id.startswith("Isaac-"):
         return _make_isaaclab(config, render_mode)
     kwargs = _gym_make_kwargs(render_mode, config.max_episode_steps, config.kwargs)
+    with explain_env_errors(config.id, config.kwargs):
+        envs = _make_numpy_vec_env(config, kwargs, copy_observations)
+    if isinstance(envs.single_observation_space, spaces.Dict):  # TorchVectorEnvs too
+        return envs
+    if isinstance(envs.single_observation_space, spaces.Box):
+        return VectorObservationDict(envs)  # one wrap per step rather than one per sub-env
+    envs.close()
+    raise TypeError(
+        f"omnigym needs Dict or Box observations; {config.id} has {envs.single_observation_space}"
+    )
+
+
+def _make_numpy_vec_env(
+    config: EnvConfig, kwargs: dict[str, Any], copy_observations: bool
+) -> gym.vector.VectorEnv:
+    """The sync, async or batched (``vector``) env of ``config``, as Gymnasium makes it."""
     mode = AUTORESET_MODES[config.autoreset_mode]
     if config.vectorization == "vector":
         from omnigym.envs.manipulation.adapters import prepare_provider, split_adapter_kwargs
@@ -158,14 +287,7 @@ def make_vec_env(
     else:
         fns = [functools.partial(_make_single, config.id, kwargs)] * config.num_envs
         envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode, copy=copy_observations)
-    if isinstance(envs.single_observation_space, spaces.Dict):  # TorchVectorEnvs too
-        return envs
-    if isinstance(envs.single_observation_space, spaces.Box):
-        return VectorObservationDict(envs)  # one wrap per step rather than one per sub-env
-    envs.close()
-    raise TypeError(
-        f"omnigym needs Dict or Box observations; {config.id} has {envs.single_observation_space}"
-    )
+    return envs
 
 
 def _make_world_model(config: EnvConfig) -> gym.vector.VectorEnv:
@@ -192,8 +314,9 @@ def _make_async(
     shared memory reads text once, at construction, so every later observation was a run of
     ``"a"`` (the charset's first character); pipes carry the real strings.
     """
-    make_fn = functools.partial(_make_single, config.id, kwargs)
-    probe = _FirstEnv(make_fn)  # AsyncVectorEnv builds its spaces' env from this: built once
+    make_fn = functools.partial(_make_worker_env, config.id, kwargs)
+    # AsyncVectorEnv builds its spaces' env from this: built once, here, as a plain env.
+    probe = _FirstEnv(make_fn, functools.partial(_make_single, config.id, kwargs))
     space = probe.observation_space()
     return gym.vector.AsyncVectorEnv(
         [probe, *[make_fn] * (config.num_envs - 1)],
@@ -213,14 +336,14 @@ class _FirstEnv:
     forked after the env was handed over).
     """
 
-    def __init__(self, make_fn: Callable[[], gym.Env]) -> None:
-        self.make_fn = make_fn
+    def __init__(self, make_fn: Callable[[], gym.Env], make_here: Callable[[], gym.Env]) -> None:
+        self.make_fn, self.make_here = make_fn, make_here
         self._env: gym.Env | None = None
 
     def observation_space(self) -> spaces.Space:
-        """The env's observation space (building the env that the next call returns)."""
+        """The env's observation space (building, in this process, the env the next call returns)."""
         if self._env is None:
-            self._env = self.make_fn()
+            self._env = self.make_here()
         return self._env.observation_space
 
     def __call__(self) -> gym.Env:
@@ -228,7 +351,18 @@ class _FirstEnv:
         return env if env is not None else self.make_fn()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"make_fn": self.make_fn, "_env": None}
+        return {"make_fn": self.make_fn, "make_here": self.make_here, "_env": None}
+
+
+def _make_worker_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    """An env in an async worker process, which leaves Ctrl-C to the parent.
+
+    A terminal's Ctrl-C reaches every process of the foreground group; a worker that took it would
+    die mid-step and break the vector env, while the parent is finishing its update to checkpoint
+    (:mod:`omnigym.platform.interrupts`). The parent closes its workers itself.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return _make_single(env_id, kwargs)
 
 
 def _start_method(name: str) -> str:

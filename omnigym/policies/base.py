@@ -31,6 +31,35 @@ CAPABILITIES = frozenset({"act", "evaluate", "compute_loss", "features", "traina
 """Every capability a policy may declare (see :class:`Policy`)."""
 
 
+class IncompatibleSpacesError(ValueError):
+    """A policy cannot act in an env's spaces; raised before the policy is built.
+
+    Attributes:
+        policy: the policy's registered name.
+        part: ``"action"`` or ``"observation"``, the space that does not fit.
+        supported: the space types the policy accepts there (names, e.g. ``("Box", "Discrete")``).
+    """
+
+    def __init__(self, message: str, *, policy: str, part: str, supported: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.policy, self.part, self.supported = policy, part, supported
+
+
+def describe_space(space: spaces.Space) -> str:
+    """A space in a few words: ``Box(-1.0, 1.0, (4,), float32)``, ``Text(max_length=512)``."""
+    if isinstance(space, spaces.Text):  # its repr lists the whole character set
+        return f"Text(max_length={space.max_length})"
+    if isinstance(space, spaces.Dict):
+        return "Dict(" + ", ".join(f"{k}: {describe_space(s)}" for k, s in space.spaces.items()) + ")"
+    return str(space)
+
+
+def space_names(types: tuple[type[spaces.Space], ...]) -> str:
+    """``"Box or Discrete"`` for ``(spaces.Box, spaces.Discrete)``."""
+    names = [t.__name__ for t in types]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 class Policy(nn.Module):
     """Maps a batch of dict observations to actions, with the log-probability of each part.
 
@@ -46,6 +75,11 @@ class Policy(nn.Module):
     env_kwargs: ClassVar[dict[str, Any]] = {}
     """Keyword arguments the env must be made with for this policy (e.g. the privileged
     observations an expert reads); ``omnigym eval`` and ``evaluate_policy`` apply them."""
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = ()
+    """The action space types the policy acts in (``Box``, ``Discrete``, ``Text``...); empty: any.
+    :meth:`check_spaces` reads it, so a mismatch is one clear error before anything is built."""
+    obs_key_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
+    """The space types of the observation keys its config's ``obs_keys`` may name."""
 
     def __init__(
         self, config: PolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
@@ -56,6 +90,52 @@ class Policy(nn.Module):
         self.config = config
         self.observation_space = observation_space
         self.action_space = action_space
+
+    @classmethod
+    def check_spaces(
+        cls, config: PolicyConfig | None, observation_space: spaces.Space, action_space: spaces.Space
+    ) -> None:
+        """Refuse spaces this policy type cannot act in, before building it (cheap, no weights).
+
+        Checks the declared :attr:`action_spaces` and, when ``config`` has ``obs_keys``, that each
+        names an observation key of a type in :attr:`obs_key_spaces`. Finer checks (shapes, bounds)
+        stay in ``__init__``.
+
+        Raises:
+            IncompatibleSpacesError: names the space that does not fit and what the policy accepts.
+        """
+        name = cls.name or cls.__name__
+        if cls.action_spaces and not isinstance(action_space, cls.action_spaces):
+            raise IncompatibleSpacesError(
+                f"policy {name!r} acts in {space_names(cls.action_spaces)} action spaces, "
+                f"not {describe_space(action_space)}",
+                policy=name,
+                part="action",
+                supported=tuple(t.__name__ for t in cls.action_spaces),
+            )
+        if not isinstance(observation_space, spaces.Dict):
+            raise IncompatibleSpacesError(
+                f"policy {name!r} reads Dict observations, not {describe_space(observation_space)}",
+                policy=name,
+                part="observation",
+            )
+        for key in getattr(config, "obs_keys", None) or ():
+            space = observation_space.spaces.get(key)
+            if space is None:
+                raise IncompatibleSpacesError(
+                    f"policy {name!r} reads observation {key!r} (policy.obs_keys), which the env "
+                    f"does not have (it observes {sorted(observation_space.spaces)})",
+                    policy=name,
+                    part="observation",
+                )
+            if not isinstance(space, cls.obs_key_spaces):
+                raise IncompatibleSpacesError(
+                    f"policy {name!r} reads {space_names(cls.obs_key_spaces)} observations, but "
+                    f"{key!r} (policy.obs_keys) is {type(space).__name__}",
+                    policy=name,
+                    part="observation",
+                    supported=tuple(t.__name__ for t in cls.obs_key_spaces),
+                )
 
     # --- acting -------------------------------------------------------------------------
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:

@@ -31,6 +31,7 @@ class RandomPolicy(Policy):
     name: ClassVar[str] = "random"
     config_class: ClassVar[type[PolicyConfig]] = RandomPolicyConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"act"})
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Discrete)
     low: Tensor
     high: Tensor
 

@@ -12,6 +12,7 @@ import math
 from typing import Any, ClassVar
 
 import torch
+from gymnasium import spaces
 from torch import Tensor
 
 from omnigym.platform.types import Evaluation, Obs, PolicyStep
@@ -36,6 +37,7 @@ class FeedForwardPolicy(Policy):
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {"act", "evaluate", "compute_loss", "features", "trainable"}
     )
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Discrete)
 
     def build_actor(
         self,

@@ -6,7 +6,10 @@ Three measurements, each answering one question a user of a learned simulator ha
   ``t`` the model is fed the real actions ``a_t .. a_{t+k-1}`` open loop (never corrected by a real
   observation) and its ``k``-th predicted observation and reward are compared with the real ones.
 * :func:`spearman`: does the model order policies as the real env does? The rank correlation of
-  the policies' returns in the model and in the real env (model-based policy evaluation).
+  the policies' returns in the model and in the real env (model-based policy evaluation), with
+  its exact p-value (:func:`spearman_p_value`) and, for fewer than
+  :data:`MIN_INFORMATIVE_POLICIES` policies, a caveat (:func:`rank_correlation_caveat`): two
+  policies can only agree (+1) or disagree (-1), three give one of four values.
 * :class:`FidelityReport`: both, plus the fit's held-out metrics and, from the bench, the real
   return of a policy trained only in the model against one trained in the real env; written as
   ``fidelity.json`` and ``fidelity.md`` every time a model is fitted or evaluated.
@@ -15,6 +18,7 @@ Three measurements, each answering one question a user of a learned simulator ha
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import math
 import time
@@ -35,6 +39,10 @@ DEFAULT_KS = (1, 5, 10, 20)
 """Prediction horizons the report shows."""
 REPORT_JSON = "fidelity.json"
 REPORT_MARKDOWN = "fidelity.md"
+MIN_INFORMATIVE_POLICIES = 4
+"""Fewer policies than this make a rank correlation coarse by construction (n=2: only +1 or -1)."""
+EXACT_P_MAX_POLICIES = 8
+"""Up to this many policies the p-value enumerates all n! orderings; above, scipy's t approximation."""
 
 Episode = Mapping[str, Any]
 """One real episode in Minari's layout (as ``ReplayBuffer.episodes`` yields): ``observations``
@@ -235,6 +243,57 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return float(spearmanr(x, y).statistic)
 
 
+def spearman_p_value(x: Sequence[float], y: Sequence[float]) -> float:
+    """Two-sided p-value of :func:`spearman` under "no association between the two orderings".
+
+    Exact for up to :data:`EXACT_P_MAX_POLICIES` entries: the share of all ``n!`` orderings of
+    ``y`` whose correlation with ``x`` is at least as large in absolute value (n=2: always 1.0;
+    n=3 with a perfect ranking: 1/3). Above that, scipy's t approximation. NaN when the
+    correlation is (a list is constant).
+
+    Raises:
+        ValueError: as :func:`spearman`.
+    """
+    rho = spearman(x, y)
+    if math.isnan(rho):
+        return math.nan
+    if len(x) > EXACT_P_MAX_POLICIES:
+        from scipy.stats import spearmanr
+
+        return float(spearmanr(x, y).pvalue)
+    rhos = _permuted_rhos(x, y)
+    return float(np.mean(np.abs(rhos) >= abs(rho) - 1e-9))
+
+
+def _permuted_rhos(x: Sequence[float], y: Sequence[float]) -> np.ndarray:
+    """Spearman's rho of ``x`` against every ordering of ``y``. Shape: [n!]."""
+    from scipy.stats import rankdata
+
+    rank_x = rankdata(x) - (len(x) + 1) / 2
+    rank_y = rankdata(y) - (len(y) + 1) / 2
+    orderings = np.array(list(itertools.permutations(range(len(y)))))  # [n!, n]
+    permuted = rank_y[orderings]
+    return (permuted @ rank_x) / math.sqrt(float(rank_x @ rank_x) * float(rank_y @ rank_y))
+
+
+def rank_correlation_caveat(n: int, p_value: float) -> str | None:
+    """Why a rank correlation of ``n`` policies says little, or None from :data:`MIN_INFORMATIVE_POLICIES` on.
+
+    Args:
+        n: how many policies were ranked.
+        p_value: the correlation's :func:`spearman_p_value`, quoted in the caveat.
+    """
+    if n >= MIN_INFORMATIVE_POLICIES:
+        return None
+    possible = sorted({round(float(r), 3) for r in _permuted_rhos(range(n), range(n))}, reverse=True)
+    shown = ", ".join(f"{value:+g}" for value in possible)
+    return (
+        f"not informative: with only {n} policies the rank correlation can only be {shown} "
+        f"(exact two-sided p = {p_value:.2f}); rank at least {MIN_INFORMATIVE_POLICIES} policies "
+        "for a meaningful value"
+    )
+
+
 @dataclass
 class PolicyReturn:
     """One policy's mean return over the same episodes in the model and in the real env."""
@@ -284,21 +343,39 @@ class FidelityReport:
     """The fit's held-out metrics (``eval/obs_mse``, ``train/epochs``, ...)."""
     policies: list[PolicyReturn] = field(default_factory=list)
     rank_correlation: float | None = None
-    """Spearman correlation of ``policies``' model and real returns."""
+    """Spearman correlation of ``policies``' model and real returns (its p-value and caveat are
+    derived from ``policies``: :attr:`rank_p_value`, :attr:`rank_caveat`)."""
     dream_vs_real: DreamVsReal | None = None
     updated: str = ""
     """When the report was last written (local time)."""
 
+    @property
+    def rank_p_value(self) -> float | None:
+        """Exact two-sided p-value of ``rank_correlation`` (:func:`spearman_p_value`), when it is set."""
+        if self.rank_correlation is None or len(self.policies) < 2:
+            return None
+        return spearman_p_value(
+            [p.model_return for p in self.policies], [p.real_return for p in self.policies]
+        )
+
+    @property
+    def rank_caveat(self) -> str | None:
+        """Why ``rank_correlation`` says little (fewer than 4 policies), or None."""
+        p_value = self.rank_p_value
+        return None if p_value is None else rank_correlation_caveat(len(self.policies), p_value)
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict (with the dream-vs-real score)."""
+        """A JSON-able dict (with the dream-vs-real score and the rank correlation's p-value and caveat)."""
         data = asdict(self)
         if self.dream_vs_real is not None:
             data["dream_vs_real"]["score"] = self.dream_vs_real.score
+        if self.rank_correlation is not None:
+            data["rank_p_value"], data["rank_caveat"] = self.rank_p_value, self.rank_caveat
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FidelityReport:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict` (the derived score, p-value and caveat are recomputed)."""
         dream = data.get("dream_vs_real")
         return cls(
             env_id=data["env_id"],
@@ -366,7 +443,13 @@ class FidelityReport:
             ]
             lines += [f"| {p.name} | {p.model_return:.1f} | {p.real_return:.1f} |" for p in self.policies]
             if self.rank_correlation is not None:
-                lines += ["", f"Spearman rank correlation (model vs real): {self.rank_correlation:.3f}"]
+                line = f"Spearman rank correlation (model vs real): {self.rank_correlation:.3f}"
+                p_value, caveat = self.rank_p_value, self.rank_caveat
+                if p_value is not None:
+                    line += f" over {len(self.policies)} policies (two-sided p = {p_value:.3g})"
+                lines += ["", line]
+                if caveat is not None:
+                    lines += ["", f"**Caveat:** {caveat}."]
             lines.append("")
         if self.dream_vs_real is not None:
             d = self.dream_vs_real

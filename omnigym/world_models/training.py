@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -32,7 +33,7 @@ from omnigym.world_models.base import WorldModel
 logger = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, dict[str, float]], None]
-"""``callback(epoch, metrics)`` after every epoch (``train/...`` epoch means and ``eval/...``)."""
+"""``callback(epoch, metrics)`` after every epoch (``train/...`` epoch means, ``eval/...``, ``time/...``)."""
 
 
 def take_rows(batch: TransitionBatch, idx: Tensor) -> TransitionBatch:
@@ -195,12 +196,14 @@ def fit_world_model(
     model.set_data_statistics(train)
     stopper = EarlyStopping(patience, min_improvement)
     epoch = steps = 0
+    start = time.perf_counter()
     while (max_epochs is None or epoch < max_epochs) and (max_steps is None or steps < max_steps):
         budget = None if max_steps is None else max_steps - steps
         train_metrics, epoch_steps = _train_epoch(model, train, batch_size, generator, budget)
         epoch, steps = epoch + 1, steps + epoch_steps
         stop = holdout is not None and stopper.update(model.member_losses(holdout), model)
         metrics = {**train_metrics, **model.evaluate(holdout if holdout is not None else train)}
+        metrics.update(_timing(time.perf_counter() - start, epoch, steps, max_epochs, max_steps))
         _report(callback, epoch, metrics)
         if stop:
             break
@@ -228,6 +231,21 @@ def _train_epoch(
         for name, value in model.train_step(take_rows(train, idx)).items():
             totals[name] = totals.get(name, 0.0) + value
     return {name: total / len(chunks) for name, total in totals.items()}, len(chunks)
+
+
+def _timing(
+    elapsed: float, epoch: int, steps: int, max_epochs: int | None, max_steps: int | None
+) -> dict[str, float]:
+    """``time/elapsed_s`` and, under a budget, ``time/eta_s``: the time left at most.
+
+    Early stopping may end the fit sooner; without a budget the time left is unknown (NaN).
+    """
+    left = [
+        elapsed / done * (budget - done)
+        for done, budget in ((epoch, max_epochs), (steps, max_steps))
+        if budget is not None and done > 0
+    ]
+    return {"time/elapsed_s": elapsed, "time/eta_s": max(min(left), 0.0) if left else float("nan")}
 
 
 def _report(callback: ProgressCallback | None, epoch: int, metrics: dict[str, float]) -> None:

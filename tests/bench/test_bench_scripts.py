@@ -32,3 +32,5 @@ def test_quick_benchmark_prints_json_with_ratio(name):
     assert out.returncode == 0, out.stderr[-2000:]
     figures = json.loads(out.stdout.strip().splitlines()[-1])
     assert figures["ratio"] > 0
+    threads = figures["torch_threads"]  # every bench applies and records its torch thread count
+    assert isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1

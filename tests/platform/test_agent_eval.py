@@ -104,3 +104,145 @@ def test_an_agent_that_fails_while_acting_is_an_error_row() -> None:
     failed = [r for r in results if r.error]
     assert [r.agent for r in failed] == ["crashing", "crashing"] and "max_prompt_tokens" in failed[0].error
     assert all(r.success_rate == 1.0 for r in results if r.agent == "oracle")  # the run went on
+
+
+# --- one load per agent, policy kwargs, warnings, error text (issue 27, item 8) ----------------
+
+
+def test_a_shared_agent_is_built_once_for_envs_with_the_same_spaces() -> None:
+    from omnigym.platform.agent_eval import SharedAgent
+
+    built: list[str] = []
+
+    def counting(env_id: str, kwargs: dict) -> object:
+        built.append(env_id)
+        return oracle_agent(env_id, kwargs)
+
+    gui = ["omnigym/GUI-ClickButton-v0", "omnigym/GUI-ClickCheckboxes-v0", "omnigym/GUI-EnterText-v0"]
+    shared = SharedAgent(counting)
+    results = evaluate_agents({"oracle": shared}, gui, episodes=2)
+    assert built == gui[:1] and shared.builds == 1  # the GUI families share their spaces
+    assert all(r.success_rate == 1.0 for r in results)
+    evaluate_agents({"oracle": shared}, ["omnigym/Maze-v0", "omnigym/GUI-LoginUser-v0"], episodes=1)
+    assert built == [*gui[:1], "omnigym/Maze-v0", "omnigym/GUI-LoginUser-v0"]  # new spaces: rebuilt
+
+
+def test_eval_agent_loads_each_agent_once_for_the_suite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A VLM over the games loads once although every game's frame has its own size."""
+    import omnigym.platform.cli.agents as agents_cli
+    from omnigym.platform.cli.policy_spec import resolve_policy
+
+    monkeypatch.setenv("OMNIGYM_CACHE", str(tmp_path / "cache"))
+    calls: list[tuple[str, str, dict | None]] = []
+
+    def counting(spec: str, env_id: str, env_kwargs: dict | None = None, **kwargs: object) -> object:
+        calls.append((spec, env_id, kwargs.get("policy_kwargs")))  # type: ignore[arg-type]
+        return resolve_policy(spec, env_id, env_kwargs, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(agents_cli, "resolve_policy", counting)
+    suite = "omnigym/NumberLine-v0,omnigym/Maze-v0,omnigym/FrozenLake-v0"
+    code = main([
+        "eval-agent", "--suite", suite, "--policy", "tiny:idefics3", "--policy", "game_solver",
+        "--episodes", "1", "--no-reference", "--out", str(tmp_path / "out"),
+        "--policy-kwargs", '{"max_new_tokens": 3, "temperature": 0, "max_prompt_tokens": 600}',
+    ])  # fmt: skip
+    assert code == 0
+    assert [c[:2] for c in calls if c[0] == "tiny:idefics3"] == [("tiny:idefics3", "omnigym/NumberLine-v0")]
+    assert len([c for c in calls if c[0] == "game_solver"]) == 3  # a cheap solver, rebuilt for new spaces
+    assert calls[0][2] == {"max_new_tokens": 3, "max_prompt_tokens": 600}  # temperature 0: greedy, dropped
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())
+    vlm_rows = [r for r in rows if r["agent"] == "tiny:idefics3"]
+    assert len(vlm_rows) == 3 and not any(r["error"] for r in vlm_rows)
+    assert all(r["parts_per_step"] == 3 for r in vlm_rows)  # max_new_tokens reached the policy
+
+
+def test_policy_kwargs_reach_the_vlm_and_unknown_keys_are_one_line_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from omnigym.platform.cli.policy_spec import resolve_policy
+
+    monkeypatch.setenv("OMNIGYM_CACHE", str(tmp_path))
+    kwargs = {"action_space": "text"}
+    vlm = resolve_policy(
+        "tiny:idefics3", "omnigym/NumberLine-v0", kwargs, policy_kwargs={"max_new_tokens": 5}
+    )
+    assert vlm.config.max_new_tokens == 5 and vlm.config.obs_keys == ("image", "text")  # type: ignore[attr-defined]
+    capsys.readouterr()
+    argv = ["eval-agent", "--suite", "omnigym/Maze-v0", "--policy", "tiny:idefics3", "--out", str(tmp_path)]
+    assert main([*argv, "--policy-kwargs", '{"max_new_tokns": 8}']) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "max_new_tokns" in err and "max_new_tokens" in err
+    assert "Valid keys" in err
+    assert main([*argv, "--policy-kwargs", "[8]"]) == 2
+    assert "JSON object" in capsys.readouterr().err
+    assert main([*argv, "--policy-kwargs", '{"max_new_tokens": "many"}']) == 2
+    assert "max_new_tokens" in capsys.readouterr().err
+
+
+def test_warnings_are_summarised_once_by_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    import logging
+    import warnings
+
+    from omnigym.platform.agent_eval import WarningTally
+
+    calls = []
+
+    def noisy(env_id: str, kwargs: dict) -> object:
+        oracle = oracle_agent(env_id, kwargs)
+
+        def act(obs: dict) -> object:
+            calls.append(1)
+            warnings.warn(
+                f"a prompt of {len(obs['text'][0])} tokens was truncated", UserWarning, stacklevel=1
+            )
+            logging.getLogger("transformers.generation").warning("Setting pad_token_id to eos_token_id")
+            return oracle.predict(obs)
+
+        return act
+
+    library = logging.getLogger("transformers")
+    before = (library.propagate, list(library.handlers))
+    with WarningTally() as tally:
+        results = evaluate_agents({"noisy": noisy}, ["omnigym/Maze-v0"], episodes=3)
+    steps = len(calls)
+    assert results[0].success_rate == 1.0 and steps > 1
+    summary = tally.summary()
+    assert summary is not None and summary.startswith(f"{2 * steps} warnings (2 kinds): ")
+    assert f"UserWarning: a prompt of N tokens was truncated (x{steps})" in summary
+    assert f"transformers: Setting pad_token_id to eos_token_id (x{steps})" in summary
+    assert "truncated" not in capsys.readouterr().err  # held back, not printed per step
+    assert WarningTally().summary() is None
+    assert (library.propagate, library.handlers) == before  # the logger is restored
+
+
+def test_eval_agent_prints_the_warning_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval-agent", "--suite", "omnigym/Maze-v0", "--episodes", "1", "--out", str(tmp_path)]
+    assert main([*argv, "--no-reference", "--policy", "game_solver"]) == 0
+    assert "warnings (" not in capsys.readouterr().err  # none raised: no summary line
+
+
+def test_an_error_row_keeps_the_exception_type_message_and_traceback(tmp_path: Path) -> None:
+    from omnigym.platform.agent_eval import write_results
+
+    def crashing(env_id: str, kwargs: dict) -> object:
+        def act(obs: dict) -> object:
+            raise RuntimeError("CUDA out of memory while generating")
+
+        return act
+
+    results = evaluate_agents({"crashing": crashing}, ["omnigym/Maze-v0"], episodes=1)
+    _, data = write_results(results, tmp_path)
+    (row,) = json.loads(data.read_text())
+    assert row["error"] == "CUDA out of memory while generating" and row["error_type"] == "RuntimeError"
+    assert row["traceback"].startswith("Traceback (most recent call last):")
+    assert "in act" in row["traceback"] and "RuntimeError: CUDA out of memory" in row["traceback"]
+
+
+def test_a_misspelt_env_id_stops_the_suite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = "omnigym/Maze-v0,omnigym/Mazes-v0"
+    argv = ["eval-agent", "--suite", suite, "--episodes", "1", "--out", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--suite: unknown env id 'omnigym/Mazes-v0'" in err and not (tmp_path / "results.json").exists()

@@ -145,16 +145,14 @@ def test_resume_finished_run_does_nothing_more(trained_run: Path, capsys: pytest
         "resuming a finished run trained more"
     )
     assert latest_checkpoint(trained_run) == checkpoint_before
-    assert "final evaluation" in capsys.readouterr().out
+    assert f"{trained_run} is finished" in capsys.readouterr().err
 
 
 # --- bench ----------------------------------------------------------------------------------------
-def test_bench_unknown_name_lists_benchmarks() -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["bench", "nonexistent"])
-    code = exit_info.value.code
-    assert code not in (0, None), "an unknown benchmark must exit non-zero"
-    message = str(code)
+def test_bench_unknown_name_lists_benchmarks(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "nonexistent"]) == 2
+    message = capsys.readouterr().err
+    assert message.startswith("omnigym bench: error:") and len(message.strip().splitlines()) == 1
     assert "nonexistent" in message and "known" in message
     for name in list_benchmarks():
         assert name in message, f"benchmark {name!r} not listed in: {message}"
@@ -232,5 +230,38 @@ def test_world_model_dream_fits_an_rssm_trains_in_imagination_and_saves(
 
     assert WorldModel.from_pretrained(out / "world_model").sequence_length == 8
     Policy.from_pretrained(out / "policy")
-    with pytest.raises(SystemExit, match="exactly one of --dataset ID and --collect STEPS"):
-        main(["world-model", "dream", "Pendulum-v1", "--out", str(out)])
+    assert main(["world-model", "dream", "Pendulum-v1", "--out", str(out)]) == 2
+    assert "exactly one of --dataset ID and --collect STEPS" in capsys.readouterr().err
+
+
+def test_eval_video_episodes_writes_one_whole_episode_per_mp4(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    video_dir = tmp_path / "videos"
+    argv = ["eval", "--policy", "random", "--env", "CartPole-v1", "--episodes", "3", "--json", "--stochastic"]
+    assert main([*argv, "--video", "--video-dir", str(video_dir), "--video-episodes", "2"]) == 0
+    summary = last_json_line(capsys.readouterr().out)
+    videos = sorted(video_dir.glob("*.mp4"))
+    assert [v.name.rsplit("-", 1)[-1] for v in videos] == ["episode0.mp4", "episode1.mp4"]
+    assert Path(summary["video"]) == videos[0]
+    for video in videos:
+        capture = cv2.VideoCapture(str(video))
+        try:
+            assert int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) >= 2  # the reset frame and every step
+        finally:
+            capture.release()
+
+
+def test_train_pixel_env_with_state_obs_keys_fails_naming_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "ppo_reach", "env.id=omnigym/ReachPixels-v0"]) == 2
+    err = capsys.readouterr().err
+    assert "env.kwargs.obs_keys" in err and "~env.kwargs.obs_keys" in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_train_delete_override_of_a_missing_key_fails_with_a_suggestion(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["train", "ppo_reach", "~policy.normalize_ob"]) == 2
+    err = capsys.readouterr().err
+    assert "'~policy.normalize_ob'" in err and "Did you mean '~policy.normalize_obs'?" in err

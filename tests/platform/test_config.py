@@ -409,3 +409,128 @@ def test_load_yaml_resolves_and_reports_bad_files(tmp_path: Path) -> None:
     _write(tmp_path / "broken.yaml", "a: [1\n")
     with pytest.raises(ConfigError, match=r"Cannot parse"):
         load_yaml(tmp_path / "broken.yaml")
+
+
+# --- ~key deletes a key (Hydra's syntax) -------------------------------------------------------------
+
+
+def test_delete_override_removes_the_key_so_the_default_applies(config_dir: Path) -> None:
+    config = compose(config_dir, "cartpole_ppo", ["~env.max_episode_steps", "~algo.clip_coef"])
+    assert config["env"] == {"id": "CartPole-v1", "num_envs": 8}
+    assert config["algo"] == {"type": "ppo", "num_steps": 128}
+    built = build_dataclass(ExperimentConfig, config, resolve_type=resolve_algo)
+    assert built.env.max_episode_steps is None and built.algo == PPOConfig()  # the dataclass defaults
+    assert "runtime" not in compose(config_dir, "cartpole_ppo", ["~runtime"])  # a whole section
+
+
+def test_delete_override_also_removes_the_experiments_own_keys_and_group_swaps(config_dir: Path) -> None:
+    # env.num_envs is set by the experiment over the group file: deleting drops both layers
+    # (runtime.num_workers interpolates it, so it goes too)
+    deleted = compose(config_dir, "cartpole_ppo", ["~env.num_envs", "~runtime.num_workers"])
+    assert "num_envs" not in deleted["env"]
+    swapped = compose(config_dir, "cartpole_ppo", ["env=pendulum", "~env.num_envs", "~runtime.num_workers"])
+    assert swapped["env"] == {"id": "Pendulum-v1"}
+    with pytest.raises(ConfigError, match=r"Interpolation key 'env.num_envs' not found"):
+        compose(config_dir, "cartpole_ppo", ["~env.num_envs"])  # what still refers to it is named
+
+
+def test_delete_and_set_overrides_apply_in_order(config_dir: Path) -> None:
+    assert compose(config_dir, "cartpole_ppo", ["~seed", "seed=3"])["seed"] == 3
+    assert "seed" not in compose(config_dir, "cartpole_ppo", ["seed=3", "~seed"])
+    # an interpolation sees the result: runtime.num_workers is ${env.num_envs}
+    assert (
+        compose(config_dir, "cartpole_ppo", ["~env.num_envs", "env.num_envs=5"])["runtime"]["num_workers"]
+        == 5
+    )
+
+
+def test_apply_overrides_deletes_keys_and_leaves_input_untouched() -> None:
+    data = {"algo": {"gamma": 0.99, "num_steps": 128}, "tags": [1]}
+    assert apply_overrides(data, ["~algo.gamma", "~tags"]) == {"algo": {"num_steps": 128}}
+    assert data == {"algo": {"gamma": 0.99, "num_steps": 128}, "tags": [1]}
+
+
+def test_delete_override_of_a_missing_key_names_it_and_suggests_a_close_one(config_dir: Path) -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"^Cannot delete '~algo\.clip_cof': the config has no key 'algo\.clip_cof'\. "
+        r"Did you mean '~algo\.clip_coef'\? Keys under 'algo': type, num_steps, clip_coef\.$",
+    ):
+        compose(config_dir, "cartpole_ppo", ["~algo.clip_cof"])
+    with pytest.raises(ConfigError, match=r"no key 'algp\.clip_coef'\. Did you mean '~algo'\? Keys: "):
+        compose(config_dir, "cartpole_ppo", ["~algp.clip_coef"])
+    with pytest.raises(
+        ConfigError, match=r"no key 'policy\.hidden_sizes\.x'\. 'policy\.hidden_sizes' is not a mapping"
+    ):
+        compose(config_dir, "cartpole_ppo", ["~policy.hidden_sizes.x"])
+    with pytest.raises(ConfigError, match=r"no key 'seed'"):  # deleted twice
+        apply_overrides({"seed": 1}, ["~seed", "~seed"])
+
+
+def test_delete_override_with_a_value_or_no_key_shows_the_right_form() -> None:
+    for bad in ("~algo.gamma=0.9", "~", "~algo..gamma"):
+        with pytest.raises(
+            ConfigError, match=r"must have the form ~key \(no value\), e\.g\. ~policy\.normalize_obs"
+        ):
+            apply_overrides({"algo": {"gamma": 0.9}}, [bad])
+
+
+def test_real_experiment_delete_override_restores_the_policy_default() -> None:
+    from omnigym.platform.experiment import load_experiment
+
+    assert load_experiment("ppo_reach").policy.normalize_obs is True  # type: ignore[attr-defined]
+    assert load_experiment("ppo_reach", ["~policy.normalize_obs"]).policy.normalize_obs is False  # type: ignore[attr-defined]
+
+
+# --- a pixel env does not silently keep a state-only obs_keys -----------------------------------------
+
+
+def test_pixel_env_with_state_only_obs_keys_is_an_error_naming_the_fix() -> None:
+    from omnigym.platform.experiment import load_experiment
+
+    with pytest.raises(ConfigError) as error:
+        load_experiment("ppo_reach", ["env.id=omnigym/ReachPixels-v0"])
+    message = str(error.value)
+    assert message.startswith(
+        "env.kwargs.obs_keys is ['state'], but omnigym/ReachPixels-v0 is registered to emit"
+    )
+    assert "~env.kwargs.obs_keys" in message and "'env.kwargs.obs_keys=[image,state,text]'" in message
+    # either fix works
+    fixed = load_experiment("ppo_reach", ["env.id=omnigym/ReachPixels-v0", "~env.kwargs.obs_keys"])
+    assert "obs_keys" not in fixed.env.kwargs and fixed.env.kwargs["reward_type"] == "dense"
+    chosen = load_experiment(
+        "ppo_reach", ["env.id=omnigym/ReachPixels-v0", "env.kwargs.obs_keys=[image,state]"]
+    )
+    assert chosen.env.kwargs["obs_keys"] == ["image", "state"]
+
+
+def test_obs_keys_check_follows_the_registered_kwargs_not_the_name() -> None:
+    from omnigym.platform.experiment import build_experiment
+
+    def env(env_id: str, **kwargs: Any) -> dict[str, Any]:
+        return {"env": {"id": env_id, "kwargs": kwargs}}
+
+    with pytest.raises(
+        ConfigError, match=r"env\.kwargs\.obs_keys is \['state', 'agents'\], but omnigym/DrivingVLM-v0"
+    ):
+        build_experiment(env("omnigym/DrivingVLM-v0", obs_keys=["state", "agents"]))
+    with pytest.raises(
+        ConfigError, match=r"^eval\.env_kwargs\.obs_keys is \['state'\].*~eval\.env_kwargs\.obs_keys"
+    ):
+        build_experiment(
+            {**env("omnigym/PushCubePixels-v0"), "eval": {"env_kwargs": {"obs_keys": ["state"]}}}
+        )
+    build_experiment(env("omnigym/ReachPixels-v0", obs_keys=["image"]))  # image kept: fine
+    build_experiment(
+        env("omnigym/Reach-v0", obs_keys=["image", "state"])
+    )  # a state env asked for images: fine
+    build_experiment(env("CartPole-v1", obs_keys=["state"]))  # not registered with obs_keys: not checked
+    build_experiment(env("NoSuchEnv-v9", obs_keys=["state"]))  # not registered at all: left to make_env
+
+
+def test_eval_video_episodes_must_be_positive() -> None:
+    from omnigym.platform.experiment import build_experiment
+
+    assert build_experiment({"eval": {"video": True, "video_episodes": 3}}).eval.video_episodes == 3
+    with pytest.raises(ConfigError, match=r"eval.video_episodes must be >= 1, got 0"):
+        build_experiment({"eval": {"video_episodes": 0}})

@@ -204,6 +204,23 @@ def test_bad_arguments_raise() -> None:
         evaluate_policy(object(), "CartPole-v1", episodes=1)  # type: ignore[arg-type]
 
 
+def _count_frames(path: str | Path, shape: tuple[int, ...] | None = None) -> int:
+    """Frames in an MP4 (read one by one, so the count is exact); checks each frame's shape."""
+    capture = cv2.VideoCapture(str(path))
+    try:
+        assert capture.isOpened()
+        frames = 0
+        while True:
+            ok, frame = capture.read()
+            if not ok:
+                return frames
+            frames += 1
+            if shape is not None:
+                assert frame.shape == shape
+    finally:
+        capture.release()
+
+
 def test_video_is_written_and_readable(tmp_path: Path) -> None:
     path = tmp_path / "eval.mp4"
     result = evaluate_policy(
@@ -215,22 +232,41 @@ def test_video_is_written_and_readable(tmp_path: Path) -> None:
         video_path=path,
         video_episodes=2,
     )
-    assert result.video_path is not None
-    assert Path(result.video_path).is_file()
     assert result.returns == [20.0, 20.0, 20.0]
-    capture = cv2.VideoCapture(str(result.video_path))
-    try:
-        assert capture.isOpened()
-        frames = 0
-        while True:
-            ok, frame = capture.read()
-            if not ok:
-                break
-            frames += 1
-            assert frame.shape == (400, 600, 3)
-    finally:
-        capture.release()
-    assert frames == 2 * 21  # two episodes: the reset frame and one per step
+    # one whole episode per file, named after the episode; video_path is the first
+    assert result.video_paths == [str(tmp_path / "eval-episode0.mp4"), str(tmp_path / "eval-episode1.mp4")]
+    assert result.video_path == result.video_paths[0]
+    for video in result.video_paths:
+        assert _count_frames(video, shape=(400, 600, 3)) == 21  # the reset frame and one per step
+
+
+def test_video_records_whole_episodes_of_every_length(tmp_path: Path) -> None:
+    """Episodes of different lengths, run side by side and refilled: file i holds episode i whole."""
+    result = evaluate_policy(
+        always_left,
+        "CartPole-v1",
+        episodes=5,
+        seed=3,
+        num_envs=2,
+        video_path=tmp_path / "v.mp4",
+        video_episodes=4,
+    )
+    assert len(set(result.lengths[:4])) > 1  # the episodes really differ in length
+    assert [Path(p).name for p in result.video_paths] == [f"v-episode{i}.mp4" for i in range(4)]
+    assert [_count_frames(p) for p in result.video_paths] == [length + 1 for length in result.lengths[:4]]
+    assert sorted(tmp_path.iterdir()) == sorted(Path(p) for p in result.video_paths)  # nothing else written
+
+
+def test_one_video_episode_is_written_to_the_path_itself(tmp_path: Path) -> None:
+    result = evaluate_policy(
+        always_left, "CartPole-v1", episodes=3, num_envs=3, video_path=tmp_path / "one.mp4", video_episodes=1
+    )
+    assert result.video_paths == [str(tmp_path / "one.mp4")]
+    assert _count_frames(tmp_path / "one.mp4") == result.lengths[0] + 1
+    many = evaluate_policy(
+        always_left, "CartPole-v1", episodes=2, video_path=tmp_path / "m.mp4", video_episodes=5
+    )
+    assert len(many.video_paths) == 2  # at most one per episode run
 
 
 @pytest.mark.filterwarnings("ignore:.*RGB-array rendering should return")

@@ -185,3 +185,50 @@ def test_report_is_written_as_json_and_markdown_and_loads_back(tmp_path) -> None
     assert "Spearman rank correlation (model vs real): 1.000" in text
     assert "score (dream - random) / (real - random) = 0.833" in text
     assert FidelityReport.load(tmp_path / "nothing") is None
+
+
+def test_spearman_p_value_is_exact_for_few_policies() -> None:
+    from omnigym.world_models.fidelity import spearman_p_value
+
+    assert spearman_p_value([1, 2], [5, 9]) == 1.0  # both orderings reach |rho| = 1
+    assert spearman_p_value([1, 2, 3], [1, 2, 3]) == pytest.approx(2 / 6)  # identity and reversal
+    assert spearman_p_value([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(2 / 24)
+    # rho 0.8 over four: |rho| >= 0.8 for 8 orderings of 24 (the identity and the three adjacent
+    # swaps, and their reversals)
+    assert spearman_p_value([1, 2, 3, 4], [1, 2, 4, 3]) == pytest.approx(8 / 24)
+    assert math.isnan(spearman_p_value([1, 1, 1], [1, 2, 3]))
+    # above the exact limit: scipy's approximation, small for a near-perfect ranking of nine
+    assert spearman_p_value(list(range(9)), [0, 2, 1, 3, 4, 5, 6, 8, 7]) < 1e-3
+
+
+def test_rank_correlation_caveat_below_four_policies() -> None:
+    from omnigym.world_models.fidelity import rank_correlation_caveat
+
+    two = rank_correlation_caveat(2, 1.0)
+    assert two is not None and two.startswith("not informative: with only 2 policies")
+    assert "can only be +1, -1 (exact two-sided p = 1.00)" in two
+    three = rank_correlation_caveat(3, 1 / 3)
+    assert three is not None and "can only be +1, +0.5, -0.5, -1 (exact two-sided p = 0.33)" in three
+    assert rank_correlation_caveat(4, 0.08) is None
+
+
+def test_report_of_two_policies_carries_the_caveat_in_json_and_markdown(tmp_path) -> None:
+    report = FidelityReport(
+        env_id="Pendulum-v1", model="m", rank_correlation=1.0,
+        policies=[PolicyReturn("a", -200.0, -180.0), PolicyReturn("b", -900.0, -1000.0)],
+    )  # fmt: skip
+    json_path, md_path = report.write(tmp_path)
+    data = json.loads(json_path.read_text())
+    assert data["rank_p_value"] == 1.0 and data["rank_caveat"].startswith("not informative")
+    text = md_path.read_text()
+    assert "Spearman rank correlation (model vs real): 1.000 over 2 policies (two-sided p = 1)" in text
+    assert "**Caveat:** not informative: with only 2 policies" in text
+    assert FidelityReport.load(tmp_path) == report  # the derived keys are recomputed, not loaded
+    four = FidelityReport(
+        env_id="Pendulum-v1", model="m", rank_correlation=1.0,
+        policies=[PolicyReturn(str(i), float(i), float(i)) for i in range(4)],
+    )  # fmt: skip
+    assert four.rank_caveat is None and four.rank_p_value == pytest.approx(2 / 24)
+    assert (
+        "Caveat" not in four.to_markdown() and "over 4 policies (two-sided p = 0.0833)" in four.to_markdown()
+    )

@@ -118,6 +118,14 @@ def test_cli_fit_then_eval_ranks_policies(tmp_path: Path, capsys: pytest.Capture
     assert all(r < -5 for r in model_returns)  # 200-step model episodes (known termination: none)
     assert report.k_step  # the fit's sections are kept
     assert "Spearman" in (out / "fidelity.md").read_text()
+    # two policies: the correlation is +-1 by construction, and every output says so
+    caveat = "not informative: with only 2 policies the rank correlation can only be +1, -1"
+    assert caveat in capsys.readouterr().err
+    assert caveat in (out / "fidelity.md").read_text()
+    saved = json.loads((out / "fidelity.json").read_text())
+    assert saved["rank_p_value"] == 1.0 and saved["rank_caveat"].startswith(
+        f"{caveat} (exact two-sided p = 1.00)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -133,6 +141,7 @@ def test_bad_input_fails_clearly(args: list[str], message: str, capsys: pytest.C
     assert message in capsys.readouterr().err
 
 
-def test_fit_needs_exactly_one_data_source() -> None:
-    with pytest.raises(SystemExit, match="exactly one of --dataset"):
-        main(["world-model", "fit", "Pendulum-v1", "--out", "m"])
+def test_fit_needs_exactly_one_data_source(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["world-model", "fit", "Pendulum-v1", "--out", "m"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("omnigym world-model fit: error: give exactly one of --dataset")

@@ -8,6 +8,7 @@ builds :class:`DrivingVectorEnv`, which steps all scenes as arrays; ``gym.make``
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,58 @@ def scene_source(config: DrivingConfig) -> SceneSource:
     )
 
 
+KERNEL_MODULES = ("geometry", "metrics", "observations", "render", "simulator", "step_checks")
+"""The modules of ``omnigym.envs.driving`` with numba kernels (compiled on first use, then cached)."""
+_kernels_checked = False
+
+
+def announce_kernel_compilation() -> bool:
+    """Print a one-line notice on stderr when the driving kernels are not compiled yet.
+
+    Numba compiles them on first use (a minute or more on a small CPU, longer under load) and
+    caches them on disk; until then the first reset and step look like a hang. Checked once per
+    process; returns whether the notice was printed.
+    """
+    global _kernels_checked
+    if _kernels_checked:
+        return False
+    _kernels_checked = True
+    kernels = _kernels()
+    missing = [kernel for kernel in kernels if not _is_cached(kernel)]
+    if not missing:
+        return False
+    print(
+        f"[omnigym] compiling driving kernels (first run only: {len(missing)} of {len(kernels)} numba "
+        "kernels, a minute or more; cached for later runs)...",
+        file=sys.stderr,
+        flush=True,
+    )
+    return True
+
+
+def _kernels() -> list[Any]:
+    """The numba dispatchers of :data:`KERNEL_MODULES` that cache their machine code."""
+    import importlib
+
+    from numba.core.registry import CPUDispatcher
+
+    found: dict[int, Any] = {}
+    for name in KERNEL_MODULES:
+        module = importlib.import_module(f"omnigym.envs.driving.{name}")
+        for value in vars(module).values():
+            if isinstance(value, CPUDispatcher) and getattr(value, "_cache", None) is not None:
+                found[id(value)] = value
+    return list(found.values())
+
+
+def _is_cached(kernel: Any) -> bool:
+    """Whether numba's on-disk cache holds machine code of ``kernel`` for its current source."""
+    try:  # numba's cache index: empty when missing or stale (the source changed)
+        return bool(kernel._cache._cache_file._load_index())
+    except Exception:  # a numba version without this layout: say nothing
+        return True
+
+
 class DrivingVectorEnv(gym.vector.VectorEnv):
     """``num_envs`` driving scenes stepped together (see the module docstring of ``simulator.py``).
 
@@ -90,6 +143,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         **kwargs: Any,
     ) -> None:
         self.config = DrivingConfig(**kwargs)
+        announce_kernel_compilation()
         self.num_envs = num_envs
         self.render_mode = render_mode
         self.autoreset_mode = AutoresetMode(autoreset_mode)
@@ -174,8 +228,9 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
 
     def _load(self, indices: dict[int, int]) -> None:
         """Load scene ``indices[slot]`` into each slot and start the episodes together."""
-        for slot, index in indices.items():
-            self.sim.load(slot, self.source.get(index))
+        scenes = self.source.get_many(list(indices.values()))
+        for (slot, _), scene in zip(indices.items(), scenes, strict=True):
+            self.sim.load(slot, scene)
             self.lanes.load(slot, self.sim.slot_assets[slot].lane_samples)  # type: ignore[union-attr]
         slots = np.fromiter(indices, np.int64, len(indices))
         self.sim.start_episodes(slots)

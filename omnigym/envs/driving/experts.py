@@ -59,6 +59,7 @@ class ConstantVelocityPolicy(Policy):
 
     name: ClassVar[str] = "constant_velocity"
     config_class: ClassVar[type[PolicyConfig]] = ConstantVelocityConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
 
     def __init__(
         self, config: ConstantVelocityConfig, observation_space: spaces.Dict, action_space: spaces.Space
@@ -94,6 +95,7 @@ class _PrivilegedExpert(Policy):
 
     key: ClassVar[str] = ""
     config_class: ClassVar[type[PolicyConfig]] = PrivilegedExpertConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
 
     def __init__(
         self, config: PolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space

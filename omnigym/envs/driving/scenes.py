@@ -14,9 +14,11 @@ import functools
 import hashlib
 import json
 import os
+import sys
+import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -428,6 +430,10 @@ def _read_index(directory: str | Path) -> tuple[Path, dict[str, Any]]:
 
 
 # --- the env's scene source -----------------------------------------------------------------------
+SCENE_NOTICE_S = 10.0
+"""Scenes expected to take longer than this to generate are announced on stderr, with an ETA."""
+
+
 class SceneSource:
     """Scenes for the env by index: generated lazily (or read from a scene set), cached.
 
@@ -488,6 +494,50 @@ class SceneSource:
         if len(self._memory) > self._memory_size:
             self._memory.popitem(last=False)
         return scene
+
+    def get_many(self, indices: Sequence[int]) -> list[Scene]:
+        """Scenes number ``indices``, showing progress when generating them takes a while.
+
+        The first run on a split generates its scenes (about 0.3 s each on one core; later runs
+        read them from ``cache_path``). On an interactive stderr a tqdm bar appears after 2 s;
+        otherwise one line announces the scenes left and their ETA once that exceeds
+        :data:`SCENE_NOTICE_S`.
+        """
+        isatty = getattr(sys.stderr, "isatty", None)
+        bar = None
+        if len(indices) > 1 and isatty is not None and isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(
+                total=len(indices),
+                desc="driving scenes",
+                unit="scene",
+                delay=2.0,
+                file=sys.stderr,
+                leave=False,
+            )
+        start, announced = time.monotonic(), False
+        scenes = []
+        try:
+            for done, index in enumerate(indices, start=1):
+                scenes.append(self.get(index))
+                if bar is not None:
+                    bar.update()
+                    continue
+                eta = (time.monotonic() - start) / done * (len(indices) - done)
+                if not announced and eta > SCENE_NOTICE_S:
+                    where = f"; cached in {self.cache_path} for later runs" if self.cache_path else ""
+                    left = len(indices) - done
+                    print(
+                        f"[omnigym] generating {left} more driving scenes (eta {eta:.0f} s{where})",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    announced = True
+        finally:
+            if bar is not None:
+                bar.close()
+        return scenes
 
     def _generate_or_read(self, scene_id: int, config: SceneConfig) -> Scene:
         if self.cache_path is None:

@@ -85,6 +85,7 @@ class GameSolver(Policy):
 
     name: ClassVar[str] = "game_solver"
     config_class: ClassVar[type[PolicyConfig]] = GameSolverConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Discrete, spaces.Text)
     env_kwargs: ClassVar[dict[str, Any]] = {"instructions": True}
 
     def __init__(

@@ -309,6 +309,7 @@ class GUIOracle(Policy):
 
     name: ClassVar[str] = "gui_oracle"
     config_class: ClassVar[type[PolicyConfig]] = GUIOracleConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Text,)
     env_kwargs: ClassVar[dict[str, Any]] = {"accessibility_tree": True}
 
     def __init__(

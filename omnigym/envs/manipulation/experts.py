@@ -67,6 +67,7 @@ class ScriptedExpert(Policy):
 
     config: ExpertConfig
     config_class: ClassVar[type[PolicyConfig]] = ExpertConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
     state_dim: ClassVar[int] = 0
     action_dim: ClassVar[int] = 0
 

@@ -15,6 +15,7 @@ Three runtimes (``runtime.type``):
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -106,3 +107,29 @@ def setup_runtime(config: RuntimeConfig) -> torch.device:
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     return resolve_device(config.device)
+
+
+THREADS_ENV_VAR = "OMNIGYM_THREADS"
+"""Environment variable with the torch thread count for commands given no ``--threads``."""
+
+
+def apply_thread_policy(threads: int | None = None) -> int:
+    """Set torch's CPU thread count for this process and return it.
+
+    ``threads`` None takes ``$OMNIGYM_THREADS``, else 1: the small networks of RL gain little from
+    intra-op threads and lose much when another process competes for the cores (one thread per
+    process is the policy of every command, worker and benchmark; docs/runtime.md).
+
+    Raises:
+        ValueError: if the count is not a positive integer.
+    """
+    if threads is None:
+        text = os.environ.get(THREADS_ENV_VAR, "1")
+        try:
+            threads = int(text)
+        except ValueError:
+            raise ValueError(f"${THREADS_ENV_VAR} must be a positive integer, got {text!r}") from None
+    if threads < 1:
+        raise ValueError(f"--threads must be >= 1, got {threads}")
+    torch.set_num_threads(threads)
+    return threads

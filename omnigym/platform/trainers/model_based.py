@@ -36,8 +36,9 @@ from omnigym.platform.config import build_dataclass, config_to_dict
 from omnigym.platform.evaluate import ActionFn, evaluate_policy
 from omnigym.platform.experiment import ExperimentConfig, ModelBasedConfig
 from omnigym.platform.registry import ALGORITHMS, WORLD_MODELS
+from omnigym.platform.run_dirs import CONFIG_FILE, RESULTS_FILE, check_new_run_dir
 from omnigym.platform.seeding import seed_everything
-from omnigym.platform.trainers.on_policy import CONFIG_FILE, RESULTS_FILE, TrainResult
+from omnigym.platform.trainers.on_policy import TrainResult
 from omnigym.platform.vec_env import make_env, to_env_action
 from omnigym.policies.base import Policy
 from omnigym.policies.baselines import RandomPolicy, RandomPolicyConfig
@@ -221,6 +222,9 @@ def print_epoch(epoch: int, metrics: dict[str, float]) -> None:
     """A progress line per fitting epoch, on stderr."""
     shown = ("train/loss", "eval/loss", "eval/obs_mse", "eval/reward_mse")
     text = "  ".join(f"{k} {metrics[k]:.4g}" for k in shown if k in metrics)
+    eta = metrics.get("time/eta_s", math.nan)
+    if math.isfinite(eta):  # an upper bound: early stopping may end sooner
+        text += f"  (eta at most {eta:.0f} s)"
     print(f"world model epoch {epoch}: {text}", file=sys.stderr, flush=True)
 
 
@@ -363,6 +367,7 @@ class ModelBasedTrainer:
         self.reward_fn = reward_function(config.env.id, config.env.world_model)
         self.trainer: Any = None
         self.report: FidelityReport | None = None
+        check_new_run_dir(self.run_dir)
 
     def train(self) -> TrainResult:
         """Every round: (more) real data -> fit -> train in the model -> real evaluation."""
@@ -443,7 +448,9 @@ class ModelBasedTrainer:
         inner = self._inner_config(total_steps)
         if self.trainer is None:
             self.trainer = build_trainer(
-                dataclasses.replace(inner, total_steps=self.config.total_steps), self.run_dir
+                dataclasses.replace(inner, total_steps=self.config.total_steps),
+                self.run_dir,
+                existing_ok=True,
             )
             # The run's config is the model-based one (the inner trainer wrote its own).
             (self.run_dir / CONFIG_FILE).write_text(_yaml(config_to_dict(self.config)))

@@ -19,6 +19,7 @@ import torch
 
 from omnigym.platform.buffers import ReplayBuffer
 from omnigym.platform.experiment import ExperimentConfig
+from omnigym.platform.interrupts import GracefulStop, TrainingInterrupted
 from omnigym.platform.trainers.offline import MetricAverager, TransitionTrainer, load_dataset_buffer
 from omnigym.platform.trainers.on_policy import TrainResult, episode_metrics
 from omnigym.platform.types import EpisodeStats, TransitionBatch
@@ -29,8 +30,10 @@ from omnigym.policies.base import obs_to_torch
 class OffPolicyTrainer(TransitionTrainer):
     """Trains a transition-learning algorithm online on vector envs (same-step autoreset)."""
 
-    def __init__(self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False) -> None:
-        super().__init__(config, run_dir, resume=resume)
+    def __init__(
+        self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False, existing_ok: bool = False
+    ) -> None:
+        super().__init__(config, run_dir, resume=resume, existing_ok=existing_ok)
         if config.env.autoreset_mode != "same_step":
             raise ValueError("the off-policy trainer needs env.autoreset_mode same_step (true final obs)")
         algo = self.algorithm.config
@@ -59,6 +62,7 @@ class OffPolicyTrainer(TransitionTrainer):
         elif config.init_from:
             self.warm_start(config.init_from)
         self.obs, _ = self.envs.reset(seed=config.seed + self.steps)
+        self.start_run()
 
     def _actions(self) -> np.ndarray:
         """Uniform random actions before ``learning_starts`` (fresh runs), else the policy's samples."""
@@ -114,29 +118,38 @@ class OffPolicyTrainer(TransitionTrainer):
         logger = self.logger()
         averager, stats = MetricAverager(), EpisodeStats()
         tic, tic_step = time.perf_counter(), self.steps
+        schedule = self.checkpoint_schedule()
         try:
-            while self.steps < cfg.total_steps:
-                previous = self.steps
-                self.env_step(stats)
-                if self.steps > self.update_start:  # as SB3: the first update follows the last warm-up step
-                    for _ in range(updates_per_iteration):
-                        averager.add(self.algorithm.update(self.sample()))
-                last = self.steps >= cfg.total_steps
-                evaluating = last or self.due(cfg.eval.every_steps, previous)
-                if evaluating or self.due(max(1, cfg.log.every_steps), previous):
-                    metrics = {**averager.pop(), **episode_metrics(stats)}
-                    stats = EpisodeStats()
-                    metrics["rollout/buffer_size"] = float(len(self.buffer))
-                    metrics["time/sps"] = (self.steps - tic_step) / (time.perf_counter() - tic)
-                    tic, tic_step = time.perf_counter(), self.steps
-                    if evaluating:
-                        metrics.update(self.evaluate(video=last and cfg.eval.video))
-                        last = last or self.stop_requested()
-                    logger.log(self.steps, metrics)
-                if last or self.due(cfg.checkpoint.every_steps, previous):
-                    self.save_checkpoint({"buffer": self.buffer.state_dict(), "numpy_rng": self.rng})
-                if last:
-                    break
+            with GracefulStop() as stop:
+                while self.steps < cfg.total_steps:
+                    previous = self.steps
+                    self.env_step(stats)
+                    if (
+                        self.steps > self.update_start
+                    ):  # as SB3: the first update follows the last warm-up step
+                        for _ in range(updates_per_iteration):
+                            averager.add(self.algorithm.update(self.sample()))
+                    last = self.steps >= cfg.total_steps
+                    evaluating = last or self.due(cfg.eval.every_steps, previous)
+                    if evaluating or stop.requested or self.due(max(1, cfg.log.every_steps), previous):
+                        metrics = {**averager.pop(), **episode_metrics(stats)}
+                        stats = EpisodeStats()
+                        metrics["rollout/buffer_size"] = float(len(self.buffer))
+                        metrics["time/sps"] = (self.steps - tic_step) / (time.perf_counter() - tic)
+                        tic, tic_step = time.perf_counter(), self.steps
+                        if evaluating:
+                            metrics.update(self.evaluate(video=last and cfg.eval.video))
+                            last = last or self.stop_requested()
+                        logger.log(self.steps, metrics)
+                    if last or stop.requested or schedule.due(self.steps, previous):
+                        checkpoint = self.save_checkpoint(
+                            {"buffer": self.buffer.state_dict(), "numpy_rng": self.rng}
+                        )
+                        schedule.saved()
+                        if stop.requested and not last:
+                            raise TrainingInterrupted(self.run_dir, self.steps, checkpoint)
+                    if last:
+                        break
         finally:
             logger.close()
             self.envs.close()

@@ -18,20 +18,27 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from gymnasium import spaces
 
 from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm
 from omnigym.platform.buffers import ReplayBuffer
-from omnigym.platform.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from omnigym.platform.checkpoint import (
+    CheckpointSchedule,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
 from omnigym.platform.config import config_to_dict
 from omnigym.platform.experiment import ExperimentConfig
+from omnigym.platform.interrupts import GracefulStop, TrainingInterrupted
 from omnigym.platform.loggers import RunLogger
-from omnigym.platform.registry import ALGORITHMS, POLICIES
+from omnigym.platform.policy_fit import build_policy
+from omnigym.platform.registry import ALGORITHMS
+from omnigym.platform.run_dirs import RESULTS_FILE, claim_run_dir, load_resume_checkpoint
 from omnigym.platform.runtime import setup_runtime
 from omnigym.platform.scores import normalized_score, reference_task
 from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
-from omnigym.platform.trainers.on_policy import CONFIG_FILE, RESULTS_FILE, TrainResult, evaluate_run
+from omnigym.platform.trainers.on_policy import TrainResult, evaluate_run
 from omnigym.platform.vec_env import make_env
 from omnigym.policies.base import Policy
 
@@ -64,9 +71,13 @@ class TransitionTrainer:
         config: the experiment; its algorithm must learn from transitions.
         run_dir: where the run is written; with ``resume`` it must hold a checkpoint.
         resume: continue from the run's latest checkpoint.
+        existing_ok: start in a run directory that already holds files (a model-based run's inner
+            trainer); otherwise a new run refuses a directory that holds anything.
     """
 
-    def __init__(self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False) -> None:
+    def __init__(
+        self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False, existing_ok: bool = False
+    ) -> None:
         self.config = config
         self.run_dir = Path(run_dir)
         self.device = setup_runtime(config.runtime)
@@ -86,9 +97,10 @@ class TransitionTrainer:
                 f"trainer {config.trainer!r} needs an algorithm that learns from transitions "
                 f"(sac, td3bc, iql, cql, awac, fql, bc, wsrl); {config.algo.type!r} learns from rollouts"
             )
-        self.policy: Policy = POLICIES.get(config.policy.type)(
-            config.policy, self.observation_space, self.action_space
-        ).to(self.device)
+        self.policy: Policy = build_policy(
+            config.policy.type, config.policy, self.observation_space, self.action_space,
+            env_id=config.env.id, env_kwargs=config.env.kwargs,
+        ).to(self.device)  # fmt: skip
         self.algorithm: OffPolicyAlgorithm = algo_cls(
             config.algo, self.policy, self.observation_space, self.action_space, self.device
         )
@@ -101,9 +113,20 @@ class TransitionTrainer:
         """Called after each evaluation (``self.last_eval`` holds it); returning True ends
         training there (e.g. once a behaviour policy reaches a target return)."""
         self.resume = resume
-        if not resume:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / CONFIG_FILE).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+        self.existing_ok = existing_ok
+
+    def start_run(self) -> None:
+        """Claim the run directory and write ``config.yaml``; subclasses call it last in ``__init__``.
+
+        Called only once everything was built, so a start that fails leaves no directory behind.
+        """
+        if self.resume:
+            return
+        claim_run_dir(self.run_dir, config_to_dict(self.config), existing_ok=self.existing_ok)
+
+    def checkpoint_schedule(self) -> CheckpointSchedule:
+        """When this run checkpoints besides its end and interrupts (``checkpoint`` config)."""
+        return CheckpointSchedule(self.config.checkpoint.every_steps, self.config.checkpoint.every_minutes)
 
     # --- evaluation -------------------------------------------------------------------------------
     def evaluate(self, video: bool = False) -> dict[str, float]:
@@ -169,10 +192,7 @@ class TransitionTrainer:
 
     def restore(self) -> dict[str, Any]:
         """Load the run's latest checkpoint; returns the ``extra`` state saved with it."""
-        path = latest_checkpoint(self.run_dir)
-        if path is None:
-            raise FileNotFoundError(f"no checkpoint to resume from in {self.run_dir}")
-        ckpt = load_checkpoint(path)
+        ckpt = load_resume_checkpoint(self.run_dir)
         self.policy.load_state_dict(Policy.from_pretrained(ckpt.policy_dir, device=self.device).state_dict())
         self.algorithm.load_state_dict(ckpt.algorithm_state)
         self.steps = int(ckpt.trainer_state["global_step"])
@@ -213,8 +233,10 @@ class OfflineTrainer(TransitionTrainer):
     reward scale). Evaluations every ``eval.every_steps`` updates run real episodes on the env.
     """
 
-    def __init__(self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False) -> None:
-        super().__init__(config, run_dir, resume=resume)
+    def __init__(
+        self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False, existing_ok: bool = False
+    ) -> None:
+        super().__init__(config, run_dir, resume=resume, existing_ok=existing_ok)
         if not config.dataset:
             raise ValueError("trainer offline needs a dataset (a Minari dataset id)")
         self.buffer = load_dataset_buffer(
@@ -226,6 +248,7 @@ class OfflineTrainer(TransitionTrainer):
             if config.init_from:
                 self.warm_start(config.init_from)
             self.dataset_info = self.algorithm.prepare_dataset(self.buffer)
+        self.start_run()
 
     def train(self) -> TrainResult:
         """Run ``total_steps`` updates; returns the final and best evaluations."""
@@ -235,25 +258,30 @@ class OfflineTrainer(TransitionTrainer):
         averager = MetricAverager()
         every = max(1, cfg.log.every_steps)
         tic, tic_step = time.perf_counter(), self.steps
+        schedule = self.checkpoint_schedule()
         try:
-            while self.steps < cfg.total_steps:
-                previous = self.steps
-                averager.add(self.algorithm.update(self.buffer.sample(batch_size, self.generator)))
-                self.steps += 1
-                last = self.steps >= cfg.total_steps
-                evaluating = last or self.due(cfg.eval.every_steps, previous)
-                if evaluating or last or self.due(every, previous):
-                    metrics = averager.pop()
-                    metrics["time/sps"] = (self.steps - tic_step) / (time.perf_counter() - tic)
-                    if evaluating:
-                        metrics.update(self.evaluate(video=last and cfg.eval.video))
-                        last = last or self.stop_requested()
-                    logger.log(self.steps, metrics)
-                    tic, tic_step = time.perf_counter(), self.steps
-                if last or self.due(cfg.checkpoint.every_steps, previous):
-                    self.save_checkpoint()
-                if last:
-                    break
+            with GracefulStop() as stop:
+                while self.steps < cfg.total_steps:
+                    previous = self.steps
+                    averager.add(self.algorithm.update(self.buffer.sample(batch_size, self.generator)))
+                    self.steps += 1
+                    last = self.steps >= cfg.total_steps
+                    evaluating = last or self.due(cfg.eval.every_steps, previous)
+                    if evaluating or last or stop.requested or self.due(every, previous):
+                        metrics = averager.pop()
+                        metrics["time/sps"] = (self.steps - tic_step) / (time.perf_counter() - tic)
+                        if evaluating:
+                            metrics.update(self.evaluate(video=last and cfg.eval.video))
+                            last = last or self.stop_requested()
+                        logger.log(self.steps, metrics)
+                        tic, tic_step = time.perf_counter(), self.steps
+                    if last or stop.requested or schedule.due(self.steps, previous):
+                        checkpoint = self.save_checkpoint()
+                        schedule.saved()
+                        if stop.requested and not last:
+                            raise TrainingInterrupted(self.run_dir, self.steps, checkpoint)
+                    if last:
+                        break
         finally:
             logger.close()
         return self.finish()

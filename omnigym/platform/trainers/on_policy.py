@@ -17,15 +17,23 @@ import torch
 import yaml
 
 from omnigym.platform.algorithms.base import Algorithm
-from omnigym.platform.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from omnigym.platform.collect import RolloutCollector, TorchRolloutCollector, make_collector
+from omnigym.platform.checkpoint import CheckpointSchedule, save_checkpoint
+from omnigym.platform.collect import (
+    RolloutCollector,
+    TorchRolloutCollector,
+    make_collector,
+    preflight_rollout_memory,
+)
 from omnigym.platform.config import config_to_dict
 from omnigym.platform.env_state import restore_envs, snapshot_envs
 from omnigym.platform.evaluate import EvalResult, evaluate_policy, evaluate_torch_env
 from omnigym.platform.experiment import ExperimentConfig, build_experiment
 from omnigym.platform.groups import GroupCollector, select_envs, stack_envs
+from omnigym.platform.interrupts import GracefulStop, TrainingInterrupted
 from omnigym.platform.loggers import RunLogger
-from omnigym.platform.registry import ALGORITHMS, POLICIES
+from omnigym.platform.policy_fit import build_policy
+from omnigym.platform.registry import ALGORITHMS
+from omnigym.platform.run_dirs import CONFIG_FILE, RESULTS_FILE, claim_run_dir, load_resume_checkpoint
 from omnigym.platform.runtime import setup_runtime
 from omnigym.platform.runtime.async_runtime import AsyncRuntime, check_async_support, probe_env_config
 from omnigym.platform.runtime.ray_runtime import RayRuntime
@@ -34,8 +42,7 @@ from omnigym.platform.types import EpisodeStats, Rollout
 from omnigym.platform.vec_env import TorchVectorEnv, make_vec_env
 from omnigym.policies.base import Policy
 
-CONFIG_FILE = "config.yaml"
-RESULTS_FILE = "results.json"
+__all__ = ["CONFIG_FILE", "RESULTS_FILE", "OnPolicyTrainer", "TrainResult", "load_run_config", "new_run_dir"]
 
 
 @dataclass
@@ -49,10 +56,15 @@ class TrainResult:
 
 
 def new_run_dir(config: ExperimentConfig, root: Path = Path("runs")) -> Path:
-    """``runs/<name>-<timestamp>``, or ``config.run_dir`` when set."""
+    """``runs/<name>-<timestamp>`` (with a suffix if that exists already), or ``config.run_dir`` when set."""
     if config.run_dir:
         return Path(config.run_dir)
-    return root / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    base = root / f"{config.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, suffix = base, 1
+    while path.exists():
+        suffix += 1
+        path = base.with_name(f"{base.name}-{suffix}")
+    return path
 
 
 def load_run_config(run_dir: Path) -> ExperimentConfig:
@@ -77,6 +89,7 @@ def evaluate_run(
         env_kwargs={**config.env.kwargs, **config.eval.env_kwargs},
         max_episode_steps=config.env.max_episode_steps,
         video_path=run_dir / "videos" / f"eval_{step}.mp4" if video else None,
+        video_episodes=config.eval.video_episodes,
     )
 
 
@@ -91,6 +104,26 @@ def episode_metrics(stats: EpisodeStats) -> dict[str, float]:
     }
     out.update({f"rollout/{k}": float(np.mean(v)) for k, v in stats.metrics.items()})
     return out
+
+
+def _check_sizes(config: ExperimentConfig) -> None:
+    """Refuse an iteration far beyond the budget, or a rollout that cannot fit in memory.
+
+    Raises:
+        ValueError: one iteration is more than twice ``total_steps``.
+        InsufficientMemoryError: the rollout storage would not fit in the available memory.
+    """
+    num_steps = getattr(config.algo, "num_steps", None)
+    if num_steps is None or getattr(ALGORITHMS.get(config.algo.type), "collects", "steps") == "groups":
+        return
+    preflight_rollout_memory(config.env, num_steps, config.policy)
+    per_iteration = num_steps * config.env.num_envs
+    if per_iteration > 2 * config.total_steps:
+        raise ValueError(
+            f"one iteration is env.num_envs x algo.num_steps = {config.env.num_envs} x {num_steps} = "
+            f"{per_iteration:,} env steps, more than twice total_steps={config.total_steps:,}; lower "
+            "env.num_envs or algo.num_steps, or raise total_steps"
+        )
 
 
 class OnPolicyTrainer:
@@ -113,21 +146,27 @@ class OnPolicyTrainer:
         run_dir: where the run is written; with ``resume`` it must hold a checkpoint.
         resume: continue from the run's latest checkpoint. On CPU with picklable envs the
             resumed run reproduces the uninterrupted run exactly.
+        existing_ok: start in a run directory that already holds files (a model-based run's inner
+            trainer); otherwise a new run refuses a directory that holds anything.
     """
 
-    def __init__(self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False) -> None:
+    def __init__(
+        self, config: ExperimentConfig, run_dir: Path, *, resume: bool = False, existing_ok: bool = False
+    ) -> None:
         self.config = config
         self.run_dir = Path(run_dir)
         self.device = setup_runtime(config.runtime)
         seed_everything(config.seed)
         use_async = config.runtime.type in ("async", "ray")
+        _check_sizes(config)  # before building num_envs envs: impossible sizes fail in a moment
         # Async workers build their own envs; here one env only tells the spaces.
         env_config = probe_env_config(config.env) if use_async else config.env
         self.envs = make_vec_env(env_config, copy_observations=False)  # the collector copies
         obs_space, act_space = self.envs.single_observation_space, self.envs.single_action_space
-        self.policy: Policy = POLICIES.get(config.policy.type)(config.policy, obs_space, act_space).to(
-            self.device
-        )
+        self.policy: Policy = build_policy(
+            config.policy.type, config.policy, obs_space, act_space,
+            env_id=config.env.id, env_kwargs=config.env.kwargs,
+        ).to(self.device)  # fmt: skip
         self.algorithm: Algorithm = ALGORITHMS.get(config.algo.type)(
             config.algo, self.policy, obs_space, act_space, self.device
         )
@@ -171,8 +210,7 @@ class OnPolicyTrainer:
         if resume:
             self._restore()
         else:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            (self.run_dir / CONFIG_FILE).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False))
+            claim_run_dir(self.run_dir, config_to_dict(config), existing_ok=existing_ok)
             self.collector.reset(seed=config.seed)
 
     @property
@@ -201,7 +239,11 @@ class OnPolicyTrainer:
         return self.iteration >= self.num_iterations
 
     def train(self) -> TrainResult:
-        """Run to ``total_steps``; returns the final and best evaluations."""
+        """Run to ``total_steps``; returns the final and best evaluations.
+
+        Raises:
+            TrainingInterrupted: after SIGINT/SIGTERM, once the current iteration is checkpointed.
+        """
         cfg = self.config
         logger = RunLogger(
             self.run_dir,
@@ -210,16 +252,21 @@ class OnPolicyTrainer:
             tensorboard=cfg.log.tensorboard,
             progress=cfg.log.progress,
         )
+        schedule = CheckpointSchedule(cfg.checkpoint.every_steps, cfg.checkpoint.every_minutes)
         try:
-            while not self._finished():
-                previous = self.env_steps
-                metrics = self.train_iteration()
-                last = self._finished()
-                if last or self._due(cfg.eval.every_steps, previous):
-                    metrics.update(self.evaluate(video=last and cfg.eval.video))
-                logger.log(self.global_step, metrics)
-                if last or self._due(cfg.checkpoint.every_steps, previous):
-                    self.save_checkpoint()
+            with GracefulStop() as stop:
+                while not self._finished():
+                    previous = self.env_steps
+                    metrics = self.train_iteration()
+                    last = self._finished()
+                    if last or self._due(cfg.eval.every_steps, previous):
+                        metrics.update(self.evaluate(video=last and cfg.eval.video))
+                    logger.log(self.global_step, metrics)
+                    if last or stop.requested or schedule.due(self.env_steps, previous):
+                        checkpoint = self.save_checkpoint()
+                        schedule.saved()
+                        if stop.requested and not last:
+                            raise TrainingInterrupted(self.run_dir, self.global_step, checkpoint)
         finally:
             logger.close()
             self.close()
@@ -395,10 +442,7 @@ class OnPolicyTrainer:
 
     def _restore(self) -> None:
         """Load the run's latest checkpoint into the trainer."""
-        path = latest_checkpoint(self.run_dir)
-        if path is None:
-            raise FileNotFoundError(f"no checkpoint to resume from in {self.run_dir}")
-        ckpt = load_checkpoint(path)
+        ckpt = load_resume_checkpoint(self.run_dir)
         loaded = Policy.from_pretrained(ckpt.policy_dir, device=self.device)
         self.policy.load_state_dict(loaded.state_dict())
         self.algorithm.load_state_dict(ckpt.algorithm_state)

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from omnigym.platform.experiment import load_experiment
+from omnigym.platform.report import write_run_report
+from omnigym.platform.run_dirs import check_new_run_dir
 from omnigym.platform.stats import aggregate_runs
 from omnigym.platform.trainers import build_trainer
 
@@ -20,18 +22,24 @@ def train_seeds(
 ) -> dict[str, Any]:
     """Train ``experiment`` once per seed and aggregate the evaluation returns across seeds.
 
-    Runs go to ``root/seed_<s>``; the final and the best returns are aggregated into
-    ``root/aggregate.json``.
+    Runs go to ``root/seed_<s>``, each with its ``report.md``; the final and the best returns are
+    aggregated into ``root/aggregate.json``. A ``root`` that holds anything is refused.
     """
     if not seeds:
         raise ValueError("train_seeds needs at least one seed")
     first = load_experiment(experiment, overrides)
     root = root or Path("runs") / f"{first.name}-seeds-{time.strftime('%Y%m%d-%H%M%S')}"
+    check_new_run_dir(root)
     finals, bests, scores, runs = [], [], [], {}
     for seed in seeds:
         run_dir = root / f"seed_{seed}"
         config = load_experiment(experiment, [*overrides, f"seed={seed}", f"run_dir={run_dir}"])
+        start = time.perf_counter()
         result = build_trainer(config, run_dir).train()
+        write_run_report(
+            run_dir, config, result.final_eval, result.best_eval,
+            total_steps=result.total_steps, wall_minutes=(time.perf_counter() - start) / 60,
+        )  # fmt: skip
         if "normalized_score_mean" in result.final_eval:
             scores.append(result.final_eval["normalized_score_mean"])
         finals.append(result.final_eval["return_mean"])

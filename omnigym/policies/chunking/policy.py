@@ -139,6 +139,7 @@ class ChunkPolicy(Policy):
     """Receding-horizon acting over a generative model of action chunks (see the module doc)."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"act", "compute_loss", "trainable"})
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
     num_times: ClassVar[int] = 1
     """Scalar times the U-Net is conditioned on (MeanFlow: r and t)."""
     config: ChunkPolicyConfig

@@ -71,6 +71,7 @@ class NoiseSteeringPolicy(Policy):
     name: ClassVar[str] = "noise_steering"
     config_class: ClassVar[type[PolicyConfig]] = NoiseSteeringConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"act", "evaluate", "features", "trainable"})
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
     config: NoiseSteeringConfig
 
     def __init__(

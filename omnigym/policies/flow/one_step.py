@@ -54,6 +54,7 @@ class OneStepFlowPolicy(MLPPolicy):
     """
 
     name: ClassVar[str] = "one_step_flow"
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
     config_class: ClassVar[type[PolicyConfig]] = OneStepFlowPolicyConfig
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {"act", "features", "rsample", "trainable", "compute_loss"}

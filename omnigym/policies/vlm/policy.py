@@ -214,6 +214,8 @@ class VLMPolicy(Policy):
 
     name: ClassVar[str] = "vlm"
     config_class: ClassVar[type[PolicyConfig]] = VLMPolicyConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Text,)
+    obs_key_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Text)
     capabilities: ClassVar[frozenset[str]] = frozenset(
         {"act", "evaluate", "compute_loss", "features", "trainable"}
     )

@@ -1,0 +1,127 @@
+"""``omnigym eval-agent``: agents scored over a suite of envs, beside reference rows."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from omnigym.platform.cli.policy_spec import json_kwargs, resolve_policy
+
+
+def _cmd_eval_agent(args: argparse.Namespace) -> int:
+    from omnigym.platform.agent_eval import (
+        REFERENCE_AGENTS,
+        SharedAgent,
+        WarningTally,
+        evaluate_agents,
+        oracle_agent,
+        random_agent,
+        results_markdown,
+        suite_env_ids,
+        write_results,
+    )
+    from omnigym.platform.vec_env import EnvArgumentError
+
+    policy_kwargs = vlm_policy_kwargs(args.policy_kwargs)
+    agents: dict[str, Any] = {}
+    if not args.no_reference:
+        agents["oracle"] = oracle_agent
+        agents["random"] = lambda env_id, kwargs: random_agent(env_id, kwargs, args.seed)
+    for spec in args.policy or []:
+        if spec in REFERENCE_AGENTS:
+            continue
+        # built once on the first env, reused while the spaces stay the same (a VLM loads once)
+        agents[spec] = SharedAgent(functools.partial(_resolve, spec, policy_kwargs=policy_kwargs))
+    if not agents:
+        raise SystemExit("eval-agent: no agent to evaluate (give --policy, or drop --no-reference)")
+    video_dir = Path(args.out) / "videos" if args.video else None
+    game_kwargs = json_kwargs(args.game_kwargs)
+    with WarningTally() as tally:
+        try:
+            results = evaluate_agents(
+                agents,
+                suite_env_ids(args.suite),
+                args.episodes,
+                args.seed,
+                video_dir,
+                game_kwargs=game_kwargs,
+            )
+        except EnvArgumentError as exc:  # an unknown env id in the suite
+            raise SystemExit(exc.describe(id_flag="--suite", kwargs_flag="--game-kwargs")) from None
+    markdown, data = write_results(results, Path(args.out))
+    print(results_markdown(results))
+    print(f"wrote {markdown} and {data}")
+    summary = tally.summary()
+    if summary:
+        print(f"eval-agent: {summary}", file=sys.stderr)
+    return 0
+
+
+def _resolve(spec: str, env_id: str, env_kwargs: dict[str, Any], *, policy_kwargs: dict | None) -> Any:
+    """``resolve_policy`` as an agent factory (module level, so tests can count its calls)."""
+    return resolve_policy(spec, env_id, env_kwargs, policy_kwargs=policy_kwargs)
+
+
+def vlm_policy_kwargs(text: str | None) -> dict[str, Any] | None:
+    """``--policy-kwargs``: ``vlm`` policy config keys for agents built from model ids or dirs.
+
+    Checked against :class:`VLMPolicyConfig` before anything runs, so a typo is a one-line error
+    naming the valid keys. ``temperature: 0`` means greedy decoding, which is how eval-agent acts
+    anyway (the config itself wants a positive sampling temperature), so it is accepted and dropped.
+
+    Raises:
+        SystemExit: not a JSON object, an unknown key, or a value of the wrong type.
+    """
+    if not text:
+        return None
+    from omnigym.platform.config import ConfigError, build_dataclass
+    from omnigym.policies.vlm.policy import VLMPolicyConfig
+
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SystemExit(
+            f"--policy-kwargs must be a JSON object, e.g. '{{\"max_new_tokens\": 8}}': {exc}"
+        ) from exc
+    if not isinstance(kwargs, dict):
+        raise SystemExit(f"--policy-kwargs must be a JSON object, got {type(kwargs).__name__}")
+    if kwargs.get("temperature") == 0:
+        kwargs.pop("temperature")
+    try:
+        checked = build_dataclass(VLMPolicyConfig, {"model": "check", **kwargs}, path="policy_kwargs")
+    except ConfigError as exc:
+        raise SystemExit(f"--policy-kwargs: {exc}") from exc
+    return {key: getattr(checked, key) for key in kwargs}  # converted: JSON lists become tuples, ...
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """The ``eval-agent`` command."""
+    agent_eval = sub.add_parser(
+        "eval-agent", help="evaluate agents over a suite of envs (success, steps, invalid actions, tokens)"
+    )
+    agent_eval.add_argument(
+        "--policy", action="append", metavar="SPEC",
+        help="an agent: registered policy name or saved policy dir (repeat for several)",
+    )  # fmt: skip
+    agent_eval.add_argument("--suite", required=True, help="gui, games, or a comma-separated list of env ids")
+    agent_eval.add_argument("--episodes", type=int, default=20, help="episodes per env (default 20)")
+    agent_eval.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
+    agent_eval.add_argument(
+        "--out", default="agent_eval", help="results.md/.json go here (default agent_eval/)"
+    )
+    agent_eval.add_argument("--no-reference", action="store_true", help="no oracle and random rows")
+    agent_eval.add_argument("--video", action="store_true", help="record each agent's first episode per env")
+    agent_eval.add_argument(
+        "--game-kwargs", default=None,
+        help='JSON env options for the games, e.g. \'{"instructions": false}\' (state-only text)',
+    )  # fmt: skip
+    agent_eval.add_argument(
+        "--policy-kwargs", default=None, metavar="JSON",
+        help='vlm policy options for agents given as model ids or dirs, e.g. '
+        '\'{"max_new_tokens": 8, "max_prompt_tokens": 1024}\' (keys of configs/policy/vlm.yaml)',
+    )  # fmt: skip
+    agent_eval.set_defaults(func=_cmd_eval_agent)
