@@ -85,7 +85,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     evaluate.add_argument(
         "--env-kwargs", default=None, help='JSON keyword arguments for the env, e.g. \'{"split": "test"}\''
     )
-    evaluate.add_argument("--video", action="store_true", help="record whole episodes as MP4s (--video-episodes)")
+    evaluate.add_argument("--video", action="store_true", help="record whole episodes as MP4 files")
     evaluate.add_argument("--video-dir", default="videos", help="where --video writes (default videos/)")
     evaluate.add_argument(
         "--video-episodes", type=int, default=1, metavar="N",
