@@ -131,7 +131,7 @@ def test_cli_fit_then_eval_ranks_policies(tmp_path: Path, capsys: pytest.Capture
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["fit", "NoSuchEnv-v0", "--collect", "10", "--out", "m"], "cannot make env 'NoSuchEnv-v0'"),
+        (["fit", "NoSuchEnv-v0", "--collect", "10", "--out", "m"], "unknown env id 'NoSuchEnv-v0'"),
         (["fit", "Pendulum-v1", "--dataset", "omnigym-wm/missing-v0", "--out", "m"], "no Minari dataset"),
         (["eval", "no_model_here", "--policies", "random", "random"], "is not a saved world model"),
     ],

@@ -5,8 +5,39 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from omnigym.platform.cli.policy_spec import resolve_policy
+
+if TYPE_CHECKING:
+    from omnigym.platform.buffers import ReplayBuffer
+    from omnigym.policies.base import Policy
+
+
+def _real_transitions(
+    args: argparse.Namespace,
+    obs_space: Any,
+    act_space: Any,
+    *,
+    policy: Policy | None = None,
+    dataset_id: str | None = None,
+) -> ReplayBuffer:
+    """The real data of ``--dataset ID``, or ``--collect STEPS`` fresh steps (kept as a Minari dataset).
+
+    ``policy`` None collects with uniform random actions.
+    """
+    from omnigym.platform.trainers import model_based as mb
+    from omnigym.platform.trainers.offline import load_dataset_buffer
+
+    if (args.dataset is None) == (args.collect is None):
+        raise SystemExit("give exactly one of --dataset ID and --collect STEPS")
+    if args.dataset is not None:
+        return load_dataset_buffer(args.dataset, obs_space, act_space)
+    dataset_id = dataset_id or mb.default_dataset_id(f"{args.env}_{Path(args.out).name}")
+    real = mb.collect_real_data(args.env, args.collect, dataset_id, policy=policy, seed=args.seed)
+    who = "random " if policy is None else ""
+    print(f"collected {len(real)} {who}real steps of {args.env} as dataset {dataset_id}", file=sys.stderr)
+    return real
 
 
 def _cmd_world_model_fit(args: argparse.Namespace) -> int:
@@ -15,25 +46,15 @@ def _cmd_world_model_fit(args: argparse.Namespace) -> int:
     from omnigym.platform.registry import WORLD_MODELS
     from omnigym.platform.seeding import seed_everything
     from omnigym.platform.trainers import model_based as mb
-    from omnigym.platform.trainers.offline import load_dataset_buffer
     from omnigym.world_models.env import WorldModelEnvConfig
 
-    if (args.dataset is None) == (args.collect is None):
-        raise SystemExit("world-model fit: give exactly one of --dataset ID and --collect STEPS")
     if args.dataset is not None and args.policy is not None:
         raise SystemExit("world-model fit: --policy chooses who collects; it needs --collect, not --dataset")
     out = Path(args.out)
     obs_space, act_space = mb._env_spaces(args.env)
     seed_everything(args.seed)
-    if args.dataset is not None:
-        real = load_dataset_buffer(args.dataset, obs_space, act_space)
-    else:
-        policy = None
-        if args.policy not in (None, "random"):
-            policy = resolve_policy(args.policy, args.env)
-        dataset_id = args.dataset_id or mb.default_dataset_id(f"{args.env}_{out.name}")
-        real = mb.collect_real_data(args.env, args.collect, dataset_id, policy=policy, seed=args.seed)
-        print(f"collected {len(real)} real steps of {args.env} as dataset {dataset_id}", file=sys.stderr)
+    policy = resolve_policy(args.policy, args.env) if args.policy not in (None, "random") else None
+    real = _real_transitions(args, obs_space, act_space, policy=policy, dataset_id=args.dataset_id)
     defaults_path = config_dir() / "world_model" / f"{args.type}.yaml"
     base = load_yaml(defaults_path) if defaults_path.is_file() else {"type": args.type}
     model_cls = WORLD_MODELS.get(args.type)
@@ -57,23 +78,13 @@ def _cmd_world_model_dream(args: argparse.Namespace) -> int:
     from omnigym.platform.experiment import config_dir
     from omnigym.platform.seeding import seed_everything
     from omnigym.platform.trainers import model_based as mb
-    from omnigym.platform.trainers.offline import load_dataset_buffer
     from omnigym.world_models.imagination import ImaginationConfig, train_dreamer
     from omnigym.world_models.rssm import RSSMConfig
 
-    if (args.dataset is None) == (args.collect is None):
-        raise SystemExit("world-model dream: give exactly one of --dataset ID and --collect STEPS")
     out = Path(args.out)
     obs_space, act_space = mb._env_spaces(args.env)
     seed_everything(args.seed)
-    if args.dataset is not None:
-        real = load_dataset_buffer(args.dataset, obs_space, act_space)
-    else:
-        dataset_id = mb.default_dataset_id(f"{args.env}_{out.name}")
-        real = mb.collect_real_data(args.env, args.collect, dataset_id, seed=args.seed)
-        print(
-            f"collected {len(real)} random real steps of {args.env} as dataset {dataset_id}", file=sys.stderr
-        )
+    real = _real_transitions(args, obs_space, act_space)
     base = load_yaml(config_dir() / "world_model" / "rssm.yaml")
     model_config = build_dataclass(RSSMConfig, apply_overrides(base, args.set), path="world_model")
     every = max(1, args.updates // 10)

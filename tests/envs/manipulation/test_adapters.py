@@ -256,8 +256,8 @@ def test_metaworld_reach_is_adapted_deterministic_and_solvable():
 
 
 # --- bad input --------------------------------------------------------------------------------
-def test_unknown_env_id_is_gymnasiums_error():
-    with pytest.raises(gym.error.Error, match="NoSuchEnv"):
+def test_unknown_env_id_is_one_clear_error():
+    with pytest.raises(ValueError, match=r"unknown env id 'NoSuchEnv-v0'.*omnigym list --all-envs"):
         make_env("NoSuchEnv-v0")
 
 
