@@ -24,7 +24,7 @@ fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 stamp="$venv/.omnigym-installed"
 if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/scripts/setup.sh" -nt "$stamp" ]; then
-  "$venv/bin/python" -m pip install -q --upgrade pip
+  "$venv/bin/python" -m pip install -q --upgrade pip "setuptools>=77"  # 77: SPDX license (wheel smoke builds without isolation)
   if ! command -v nvidia-smi >/dev/null 2>&1; then
     # No CUDA here: take the CPU build (an unpinned torch would pull a multi-GB CUDA build).
     "$venv/bin/python" -m pip install -q "torch==2.13.0"

@@ -7,7 +7,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
 cd "$root"
 bin="${OMNIGYM_VENV:-$root/.venv}/bin"
-"$bin/ruff" check omnigym tests bench
-"$bin/ruff" format --check omnigym tests bench
+"$bin/ruff" check omnigym tests bench setup.py
+"$bin/ruff" format --check omnigym tests bench setup.py
 "$bin/mypy" omnigym
 "$bin/python" -m pytest -q --durations=15 "$@"
+bash "$root/scripts/wheel_smoke.sh"  # the built wheel, installed away from the checkout, lists/trains/evals

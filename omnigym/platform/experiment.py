@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.resources
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from omnigym.policies.base import PolicyConfig
 from omnigym.world_models.base import WorldModelConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The source checkout's root (in an installed wheel: site-packages, which has no ``configs/``)."""
 
 
 @dataclass
@@ -241,9 +243,28 @@ def check_image_obs_keys(
     )
 
 
+def packaged_config_dir() -> Path | None:
+    """The configs shipped inside the package (``omnigym/configs`` in a wheel), or None.
+
+    A wheel carries a copy of the repository's ``configs/`` (setup.py's ``build_py``); a source
+    checkout or an editable install has none and reads the root ``configs/`` itself.
+    """
+    packaged = importlib.resources.files("omnigym") / "configs"
+    if isinstance(packaged, Path) and packaged.is_dir():
+        return packaged
+    return None
+
+
 def config_dir() -> Path:
-    """The YAML config folder: ``$OMNIGYM_CONFIG_DIR`` or the repository's ``configs/``."""
-    return Path(os.environ.get("OMNIGYM_CONFIG_DIR", REPO_ROOT / "configs"))
+    """The YAML config folder.
+
+    ``$OMNIGYM_CONFIG_DIR`` if set, else the configs packaged in the installed wheel, else the
+    repository's root ``configs/`` (a source checkout or an editable install).
+    """
+    override = os.environ.get("OMNIGYM_CONFIG_DIR")
+    if override:
+        return Path(override)
+    return packaged_config_dir() or REPO_ROOT / "configs"
 
 
 def list_experiments() -> list[str]:

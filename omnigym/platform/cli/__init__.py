@@ -22,8 +22,7 @@ __all__ = ["BENCH_DIR", "build_parser", "list_benchmarks", "main", "resolve_poli
 DESCRIPTION = """\
 omnigym: train, evaluate and compare RL agents on Gymnasium envs.
 
-Commands: train, eval, collect, eval-agent, bc, vlm, datasets, world-model, list, demo, bench.
-`omnigym COMMAND --help` shows a command's options; docs/cli.md has them all.
+Run 'omnigym COMMAND --help' for a command's options; docs/cli.md describes them all.
 """
 
 

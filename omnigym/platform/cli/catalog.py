@@ -6,9 +6,15 @@ import argparse
 import subprocess
 import sys
 
+from omnigym.platform.cli.errors import UsageError
 from omnigym.platform.experiment import REPO_ROOT
 
 BENCH_DIR = REPO_ROOT / "bench"
+"""The benchmark scripts: repository-only tools, present in a source checkout, not in a wheel."""
+NOT_INSTALLED = (
+    "benchmarks are repository scripts (bench/ in a source checkout of omnigym); "
+    "they are not installed with the package"
+)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -32,16 +38,21 @@ def _cmd_list(args: argparse.Namespace) -> int:
     }
     for title, names in sections.items():
         print(f"{title}:")
-        print("\n".join(f"  {n}" for n in names) if names else "  (none yet)")
+        if title == "benchmarks" and not BENCH_DIR.is_dir():
+            print("  (benchmarks: only in a source checkout)")
+        else:
+            print("\n".join(f"  {n}" for n in names) if names else "  (none yet)")
     return 0
 
 
 def list_benchmarks() -> list[str]:
-    """Benchmark names: the scripts in ``bench/``."""
+    """Benchmark names: the scripts in ``bench/`` (none outside a source checkout)."""
     return sorted(p.stem for p in BENCH_DIR.glob("*.py") if not p.stem.startswith("_"))
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if not BENCH_DIR.is_dir():
+        raise UsageError(NOT_INSTALLED)
     script = BENCH_DIR / f"{args.name}.py"
     if not script.is_file():
         raise SystemExit(f"unknown benchmark {args.name!r}; known: {', '.join(list_benchmarks())}")
