@@ -16,7 +16,7 @@ def gae(
     gamma: float,
     gae_lambda: float,
 ) -> tuple[Tensor, Tensor]:
-    """Generalised Advantage Estimation (Schulman et al., 2016), ALGORITHMS.md §0.2.
+    """Generalised Advantage Estimation (Schulman et al., 2016); docs/algorithms/ppo.md.
 
     Truncation is handled by passing the value of the true final observation in
     ``next_values`` at a truncated step: it is bootstrapped (``terminated`` is False there) while

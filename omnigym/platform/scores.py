@@ -1,7 +1,7 @@
 """D4RL normalised scores: a return as a percentage between a random and an expert policy's.
 
 ``score = 100 * (return - random) / (expert - random)``, with the reference returns of D4RL's
-``-v2`` locomotion datasets (d4rl ``infos.py``; ALGORITHMS.md section 8.7). The references were
+``-v2`` locomotion datasets (D4RL, Fu et al., 2020; docs/algorithms/offline.md). The references were
 measured on Gym's ``-v2`` MuJoCo envs; omnigym's datasets come from Gymnasium's ``-v5`` ones, whose
 dynamics and rewards are close but not identical, so scores compare across omnigym runs exactly
 and with published D4RL tables only approximately.

@@ -1,4 +1,4 @@
-"""VL-DAC, Vision-Language Decoupled Actor-Critic (Bredis et al., 2025), ALGORITHMS.md §6.3.
+"""VL-DAC, Vision-Language Decoupled Actor-Critic (Bredis et al., 2025); docs/algorithms/vldac.md.
 
 PPO made for policies whose action is many parts (the tokens a VLM generates at one environment
 step), with the value learned per environment step and the policy updated per part:
@@ -45,7 +45,7 @@ REFERENCE_LOGPROB_KEY = "reference_logprob"
 
 @dataclass
 class VLDACConfig(PPOConfig):
-    """VL-DAC hyperparameters (corl-team/VL-DAC ``configs/miniworld_qwen2vl.yaml``, ALGORITHMS.md §6.3)."""
+    """VL-DAC hyperparameters (the paper's MiniWorld settings; docs/algorithms/vldac.md)."""
 
     type: str = "vldac"
     num_steps: int = 256

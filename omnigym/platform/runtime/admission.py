@@ -1,7 +1,7 @@
 """Admission control for rollout workers: start a chunk only if it can be consumed fresh enough.
 
 The data manager drops what is too stale when it arrives, but a dropped chunk is wasted env time.
-AReaL's staleness manager (ALGORITHMS.md §5.3) avoids the waste by not starting work the learner
+AReaL's staleness manager (Fu et al., 2025; docs/runtime.md) avoids the waste by not starting work the learner
 could only consume beyond eta::
 
     capacity = (eta + v + 1) * B - (accepted + running)        start a new chunk only while > 0

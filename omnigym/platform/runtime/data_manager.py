@@ -2,7 +2,8 @@
 
 Workers :meth:`~DataManager.put` trajectories (or rollout chunks) tagged with the version of the
 policy that produced them; the learner takes batches of them with :meth:`~DataManager.get`. On the
-way the data manager enforces what keeps asynchronous training sound (ALGORITHMS.md §5.3):
+way the data manager enforces what keeps asynchronous training sound (AReaL, Fu et al., 2025;
+docs/runtime.md):
 
 * **Staleness** ``learner_version - policy_version <= max_staleness`` (AReaL's eta): older items are
   dropped, counted, and never returned. Staleness only grows as the learner advances, so items are
