@@ -175,11 +175,17 @@ def check_rollout_memory(
     )
 
 
+PREFLIGHT_MIN_ENVS = 64
+"""Above this many env copies a trainer checks the rollout's memory before building them."""
+
+
 def preflight_rollout_memory(env: EnvConfig, num_steps: int, policy: PolicyConfig | None = None) -> None:
     """:func:`check_rollout_memory` before the vector env is built, from one probe env's spaces.
 
     Building ``env.num_envs`` copies of an env is itself slow and memory-hungry, so a trainer
-    calls this first; it costs one env. World-model and Isaac Lab backends are not probed.
+    calls this first; it costs one env, so it probes only beyond ``PREFLIGHT_MIN_ENVS`` copies
+    (fewer are cheap to build, and the collector's own check then refuses an oversized rollout).
+    World-model and Isaac Lab backends are not probed.
 
     Args:
         env: the env config (id, kwargs, num_envs).
@@ -189,7 +195,7 @@ def preflight_rollout_memory(env: EnvConfig, num_steps: int, policy: PolicyConfi
     Raises:
         InsufficientMemoryError: the rollout of ``num_steps`` x ``env.num_envs`` cannot fit.
     """
-    if env.backend != "real" or env.id.startswith("Isaac-"):
+    if env.backend != "real" or env.id.startswith("Isaac-") or env.num_envs <= PREFLIGHT_MIN_ENVS:
         return
     probe = make_env(env.id, **env.kwargs)
     try:
