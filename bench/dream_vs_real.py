@@ -100,9 +100,9 @@ def random_return(episodes: int) -> float:
 
 def ranking(real_run: Path, model_dir: Path, episodes: int) -> tuple[list[dict[str, Any]], float]:
     """Model vs real returns of the real run's checkpoints and the random policy; Spearman."""
+    from omnigym.core.policy import Policy
     from omnigym.platform.cli import resolve_policy
     from omnigym.platform.trainers.model_based import RankedPolicy, rank_policies
-    from omnigym.policies.base import Policy
     from omnigym.world_models.env import WorldModelEnvConfig
 
     policies = [
@@ -342,8 +342,8 @@ def behaviour_policy(observation_space: Any, action_space: Any) -> Any:
 
     import torch
 
-    from omnigym.platform.types import PolicyStep
-    from omnigym.policies.base import Policy, PolicyConfig
+    from omnigym.core.policy import Policy, PolicyConfig
+    from omnigym.core.types import PolicyStep
 
     @dataclass
     class NoisyCruiseConfig(PolicyConfig):
@@ -452,9 +452,9 @@ def driving(args: argparse.Namespace) -> None:
     """Real PPO vs PPO trained only in the ensemble on Driving-v0; fidelity. The last line is JSON."""
     import torch
 
+    from omnigym.core.policy import Policy
     from omnigym.platform.cli import resolve_policy
     from omnigym.platform.trainers.model_based import RankedPolicy, collect_real_data, rank_policies
-    from omnigym.policies.base import Policy
     from omnigym.world_models.env import WorldModelEnvConfig
     from omnigym.world_models.fidelity import DreamVsReal, FidelityReport
 

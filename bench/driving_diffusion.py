@@ -49,8 +49,8 @@ DATASET_ID = "omnigym/driving-pdm-closed-v0"
 
 def demonstrations(episodes: int, dataset_id: str) -> int:
     """``pdm_closed``'s episodes on training scenes, collected to a Minari dataset; their step count."""
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.datasets import collect_dataset
-    from omnigym.platform.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
     planner_cls = POLICIES.get("pdm_closed")
@@ -71,10 +71,10 @@ def behaviour_cloning(
     demonstrations are read from ``$MINARI_DATASETS_PATH``, which a worker inherits. Returns the
     training time and the last losses.
     """
-    from omnigym.platform.config import build_dataclass, load_yaml
+    from omnigym.core.config import build_dataclass, load_yaml
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.datasets import load_dataset_steps
     from omnigym.platform.experiment import config_dir
-    from omnigym.platform.registry import POLICIES
     from omnigym.platform.vec_env import make_env
     from omnigym.policies.chunking.data import DemoWindows
     from omnigym.policies.chunking.train import ImitationConfig, train_imitation
@@ -116,7 +116,7 @@ def evaluate(policy: Any, episodes: int, env_kwargs: dict[str, Any] | None = Non
 
 def baseline(name: str) -> Any:
     """A registered driving baseline with its default config."""
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
     cls = POLICIES.get(name)
@@ -128,9 +128,9 @@ def baseline(name: str) -> Any:
 
 def main() -> None:
     """Demonstrate, clone both planners, evaluate; print the figures (the last line is JSON)."""
+    from omnigym.core.policy import Policy
     from omnigym.platform.runtime import apply_thread_policy
     from omnigym.platform.runtime.processes import map_in_processes
-    from omnigym.policies.base import Policy
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

@@ -37,7 +37,7 @@ def evaluate(policy: Any, episodes: int, env_kwargs: dict[str, Any]) -> dict[str
 
 def baseline(name: str, env_kwargs: dict[str, Any]) -> Any:
     """A registered baseline policy built for the driving env."""
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
     cls = POLICIES.get(name)

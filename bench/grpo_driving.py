@@ -44,8 +44,8 @@ FINE_TUNING = {"group_size": 8, "learning_rate": 1.0e-4, "num_epochs": 2, "max_e
 
 def demonstrations(num_envs: int, rollouts: int, steps: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """The planner's observations and plans on training scenes, flattened to ``[B, ...]``."""
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.collect import RolloutCollector
-    from omnigym.platform.registry import POLICIES
     from omnigym.platform.vec_env import EnvConfig, make_vec_env
 
     planner_cls = POLICIES.get("pdm_closed")
@@ -70,7 +70,7 @@ def demonstrations(num_envs: int, rollouts: int, steps: int) -> tuple[dict[str, 
 
 def behaviour_cloning(obs: dict[str, torch.Tensor], actions: torch.Tensor, epochs: int) -> Any:
     """An MLP Gaussian policy fitted to the demonstrations by negative log-likelihood."""
-    from omnigym.platform.types import OnPolicyBatch
+    from omnigym.core.types import OnPolicyBatch
     from omnigym.platform.vec_env import make_env
     from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 
@@ -137,7 +137,7 @@ def fine_tune(
 
 def main() -> None:
     """Demonstrate, clone, fine-tune twice, evaluate; print the figures (the last line is JSON)."""
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.runtime import apply_thread_policy
     from omnigym.platform.vec_env import make_env
 

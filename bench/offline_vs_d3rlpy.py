@@ -56,7 +56,7 @@ EVAL_SEED = 1000
 
 def load_configs(algo: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The algorithm and policy YAMLs of omnigym for ``algo``, as plain dicts."""
-    from omnigym.platform.config import load_yaml
+    from omnigym.core.config import load_yaml
 
     return load_yaml(REPO / "configs/algo" / f"{algo}.yaml"), load_yaml(
         REPO / "configs/policy" / f"{ALGOS[algo]}.yaml"
@@ -89,9 +89,9 @@ def train_omnigym(algo: str, dataset_id: str, updates: int, seed: int, episodes:
     """Train omnigym's ``algo`` on the dataset; returns updates/s and the evaluation."""
     import torch
 
+    from omnigym.core.config import build_dataclass
+    from omnigym.core.registry import ALGORITHMS, POLICIES
     from omnigym.platform.buffers import ReplayBuffer
-    from omnigym.platform.config import build_dataclass
-    from omnigym.platform.registry import ALGORITHMS, POLICIES
     from omnigym.platform.seeding import seed_everything
 
     seed_everything(seed)

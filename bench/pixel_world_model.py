@@ -233,9 +233,9 @@ def train_model(
     """The diffusion world model of configs/world_model/diffusion.yaml (with ``overrides``), fitted."""
     import torch
 
-    from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.core.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.core.registry import WORLD_MODELS
     from omnigym.platform.experiment import config_dir
-    from omnigym.platform.registry import WORLD_MODELS
     from omnigym.world_models.diffusion import fit_diffusion_world_model
 
     cls = WORLD_MODELS.get("diffusion")

@@ -147,7 +147,7 @@ STEERING_SETTINGS: dict[str, Any] = {
 
 def expert_policy(noise_std: float = 0.0) -> Any:
     """The scripted expert, as registered, with Gaussian action noise ``noise_std`` when sampling."""
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
     cls = POLICIES.get("pushcube_expert")
@@ -159,7 +159,7 @@ def expert_policy(noise_std: float = 0.0) -> Any:
 
 def random_policy() -> Any:
     """Uniform random actions."""
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
     cls = POLICIES.get("random")

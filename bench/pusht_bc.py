@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
+from omnigym.core.policy import Policy
 from omnigym.platform.runtime.processes import map_in_processes
-from omnigym.policies.base import Policy
 
 ENV_ID = "omnigym/PushT-v0"
 DATASET_ID = "omnigym/pusht-expert-v0"
@@ -65,7 +65,7 @@ def demonstrations(episodes: int) -> Any:
 
 def expert_policy() -> Any:
     """The scripted expert, as it is registered."""
-    from omnigym.platform.registry import POLICIES as REGISTRY
+    from omnigym.core.registry import POLICIES as REGISTRY
     from omnigym.platform.vec_env import make_env
 
     cls = REGISTRY.get("pusht_expert")

@@ -57,7 +57,7 @@ EVAL_SEED = 1000
 
 def load_configs() -> tuple[dict[str, Any], dict[str, Any]]:
     """The SAC algorithm and actor YAMLs of omnigym as plain dicts (observation normalisation off)."""
-    from omnigym.platform.config import load_yaml
+    from omnigym.core.config import load_yaml
 
     algo = load_yaml(REPO / "configs/algo/sac.yaml")
     policy = {**load_yaml(REPO / "configs/policy/sac_actor.yaml"), "normalize_obs": False}
@@ -95,9 +95,9 @@ def updates_omnigym(data: dict[str, np.ndarray], updates: int, seed: int) -> dic
     """Time ``updates`` omnigym SAC updates (sampling included) on the given transitions."""
     import torch
 
+    from omnigym.core.config import build_dataclass
+    from omnigym.core.registry import ALGORITHMS, POLICIES
     from omnigym.platform.buffers import ReplayBuffer
-    from omnigym.platform.config import build_dataclass
-    from omnigym.platform.registry import ALGORITHMS, POLICIES
     from omnigym.platform.seeding import seed_everything
     from omnigym.platform.vec_env import make_env
 

@@ -69,9 +69,9 @@ def train_model(num_scenes: int, epochs: int, path: Path) -> dict[str, float]:
 
 def evaluate(name: str, episodes: int, env_kwargs: dict[str, Any]) -> dict[str, float]:
     """Mean episode metrics of baseline ``name`` on the test scenes."""
+    from omnigym.core.registry import POLICIES
     from omnigym.envs.driving.metrics import EPISODE_METRICS
     from omnigym.platform.evaluate import evaluate_policy
-    from omnigym.platform.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
     cls = POLICIES.get(name)

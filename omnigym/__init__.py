@@ -4,8 +4,8 @@
 points, nothing heavy imported) and exposes the registries.
 """
 
+from omnigym.core.registry import ALGORITHMS, POLICIES, WORLD_MODELS
 from omnigym.envs import register_envs
-from omnigym.platform.registry import ALGORITHMS, POLICIES, WORLD_MODELS
 
 __version__ = "0.1.0"
 __all__ = ["ALGORITHMS", "POLICIES", "WORLD_MODELS", "__version__"]

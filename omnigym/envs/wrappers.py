@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from omnigym.platform.types import OBS_IMAGE, OBS_STATE
+from omnigym.core.types import OBS_IMAGE, OBS_STATE
 
 
 def _is_image_space(space: spaces.Space) -> bool:

@@ -35,11 +35,11 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy, obs_to_torch
 from omnigym.envs.games.experts import action_words
 from omnigym.platform.evaluate import ActionFn, evaluate_policy
 from omnigym.platform.loggers import TaskProgress
 from omnigym.platform.vec_env import EnvArgumentError, make_env
-from omnigym.policies.base import Policy, obs_to_torch
 
 GAME_IDS = (
     "omnigym/Sokoban-v0", "omnigym/Maze-v0", "omnigym/FrozenLake-v0", "omnigym/NumberLine-v0",
@@ -141,7 +141,7 @@ def random_agent(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> Acti
 
 def oracle_agent(env_id: str, env_kwargs: dict[str, Any]) -> Policy:
     """The env family's scripted solver (``gui_oracle`` for GUI envs, ``game_solver`` for games)."""
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.registry import POLICIES
 
     name = "gui_oracle" if env_id.startswith("omnigym/GUI-") else "game_solver"
     cls = POLICIES.get(name)

@@ -2,7 +2,7 @@
 
 One :class:`ReplayBuffer` serves both: online training appends vector-env steps to it; offline
 training loads a whole Minari dataset into one (:meth:`ReplayBuffer.from_minari`). Samples come
-back as :class:`~omnigym.platform.types.TransitionBatch`. Observations keep the env's ``Dict``
+back as :class:`~omnigym.core.types.TransitionBatch`. Observations keep the env's ``Dict``
 layout (its ``Box`` keys), so any policy's ``features`` can read them.
 """
 
@@ -17,8 +17,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.memory import check_fits
-from omnigym.platform.types import TransitionBatch
 
 ArrayLike = np.ndarray | Tensor
 

@@ -28,9 +28,10 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from torch import Tensor, nn
 
+from omnigym.core.policy import Policy, PolicyConfig, obs_to_torch
+from omnigym.core.text_obs import storable_obs, text_width
+from omnigym.core.types import EpisodeStats, PolicyStep, Rollout
 from omnigym.platform.memory import check_fits
-from omnigym.platform.text_obs import storable_obs, text_width
-from omnigym.platform.types import EpisodeStats, PolicyStep, Rollout
 from omnigym.platform.vec_env import (
     EnvConfig,
     TorchVectorEnv,
@@ -39,7 +40,6 @@ from omnigym.platform.vec_env import (
     to_env_action,
     to_torch_env_action,
 )
-from omnigym.policies.base import Policy, PolicyConfig, obs_to_torch
 
 REWARD_COMPONENTS = "reward_components"
 PER_STEP_BOOKKEEPING = 4 * 7 + 3

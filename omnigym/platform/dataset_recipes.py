@@ -122,7 +122,7 @@ def make_dataset(
     env_id = LOCOMOTION_ENVS[task]
     target = dataset_id(task, kind, quick)
     if kind == "random":
-        from omnigym.platform.registry import POLICIES
+        from omnigym.core.registry import POLICIES
         from omnigym.platform.vec_env import make_env
 
         env = make_env(env_id)
@@ -145,7 +145,7 @@ def make_dataset(
                 "folder to train again and write the replay buffer"
             )
         return read_card(target)
-    from omnigym.policies.base import Policy
+    from omnigym.core.policy import Policy
 
     policy = Policy.from_pretrained(Path(runs[kind]["path"]))
     return _rollout_dataset(policy, task, kind, target, config, runs[kind])

@@ -22,10 +22,10 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy, obs_to_torch
 from omnigym.platform.evaluate import SUCCESS_KEYS
 from omnigym.platform.loggers import TaskProgress, progress
 from omnigym.platform.vec_env import make_env, to_env_action
-from omnigym.policies.base import Policy, obs_to_torch
 
 SUCCESS_INFO = "is_success"
 """Key of the success flags in a stored episode's ``infos`` and metadata, whichever of

@@ -6,7 +6,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from omnigym.platform.config import config_to_dict
+from omnigym.core.config import config_to_dict
 from omnigym.platform.experiment import load_experiment
 from omnigym.platform.report import write_run_report
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer

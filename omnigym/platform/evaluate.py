@@ -15,13 +15,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from omnigym.core.policy import Policy
+from omnigym.core.vector import TorchVectorEnv
 from omnigym.platform.stats import summarize
-from omnigym.platform.vec_env import TorchVectorEnv, make_env, to_env_action, to_torch_env_action
-from omnigym.policies.base import Policy
+from omnigym.platform.vec_env import make_env, to_env_action, to_torch_env_action
 
 
 class PolicyLike(Protocol):
-    """What evaluation needs of a :class:`~omnigym.policies.base.Policy` (``reset`` is optional)."""
+    """What evaluation needs of a :class:`~omnigym.core.policy.Policy` (``reset`` is optional)."""
 
     def predict(self, obs: dict[str, np.ndarray], *, deterministic: bool = True) -> Any:
         """Actions ``[B, ...]`` for observations ``key -> [B, ...]``."""
@@ -327,7 +328,7 @@ def evaluate_policy(
     random draws do depend on the batch layout.
 
     Args:
-        policy: a :class:`~omnigym.policies.base.Policy` (anything with ``predict``) or a callable
+        policy: a :class:`~omnigym.core.policy.Policy` (anything with ``predict``) or a callable
             ``obs_batch -> actions [B, ...]`` such as a scripted controller.
         env_id: Gymnasium id, made with :func:`~omnigym.platform.vec_env.make_env`.
         episodes: episodes to run; episode ``i`` is reset with seed ``seed + i``.

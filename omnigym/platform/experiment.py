@@ -11,12 +11,12 @@ from typing import Any, Literal
 
 import gymnasium as gym
 
+from omnigym.core.config import ConfigError, build_dataclass, compose, list_options
+from omnigym.core.policy import PolicyConfig
+from omnigym.core.registry import ALGORITHMS, POLICIES, WORLD_MODELS, Registry, RegistryError
 from omnigym.platform.algorithms.base import AlgorithmConfig
-from omnigym.platform.config import ConfigError, build_dataclass, compose, list_options
-from omnigym.platform.registry import ALGORITHMS, POLICIES, WORLD_MODELS, Registry, RegistryError
 from omnigym.platform.runtime import RuntimeConfig
 from omnigym.platform.vec_env import EnvConfig
-from omnigym.policies.base import PolicyConfig
 from omnigym.world_models.base import WorldModelConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ The ``N`` envs form ``N / G`` groups; each group resets with one seed (``group_s
 ``G`` episodes start from the same state and differ only by the policy's sampling. Every env plays
 exactly one episode per collection: an env that finishes early stops counting (its later steps are
 ``valid=False``), and episodes still running at ``max_steps`` are cut there (``truncated``). A
-column of the returned :class:`~omnigym.platform.types.Rollout` is therefore one episode, which
+column of the returned :class:`~omnigym.core.types.Rollout` is therefore one episode, which
 is what episode-level (outcome) rewards need.
 """
 
@@ -18,10 +18,10 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from omnigym.core.policy import Policy
+from omnigym.core.text_obs import storable_obs
+from omnigym.core.types import EpisodeStats, PolicyStep, Rollout
 from omnigym.platform.collect import RolloutCollector, action_tensor, group_seeds
-from omnigym.platform.text_obs import storable_obs
-from omnigym.platform.types import EpisodeStats, PolicyStep, Rollout
-from omnigym.policies.base import Policy
 
 
 class GroupCollector(RolloutCollector):

@@ -16,8 +16,8 @@ from typing import Any
 
 from gymnasium import spaces
 
-from omnigym.platform.registry import POLICIES
-from omnigym.policies.base import IncompatibleSpacesError, Policy, PolicyConfig, describe_space
+from omnigym.core.policy import IncompatibleSpacesError, Policy, PolicyConfig, describe_space
+from omnigym.core.registry import POLICIES
 
 __all__ = ["IncompatibleSpacesError", "build_policy", "check_fit", "check_saved_policy", "env_mode_fixes"]
 

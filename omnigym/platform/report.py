@@ -180,7 +180,7 @@ def write_run_report(
     """
     import yaml
 
-    from omnigym.platform.config import config_to_dict
+    from omnigym.core.config import config_to_dict
     from omnigym.platform.loggers import read_metrics
 
     run_dir = Path(run_dir)

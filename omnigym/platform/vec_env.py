@@ -23,6 +23,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from omnigym.core.vector import TorchVectorEnv
 from omnigym.envs.wrappers import VectorObservationDict, as_omnigym_env
 from omnigym.world_models.env import WorldModelEnvConfig, WorldModelVectorEnv
 
@@ -64,26 +65,6 @@ class EnvConfig:
     (``world_model``), batched in one process whatever ``vectorization`` says."""
     world_model: WorldModelEnvConfig = field(default_factory=WorldModelEnvConfig)
     """The world model, its start states, horizon and rewards (used with ``backend: world_model``)."""
-
-
-class TorchVectorEnv(gym.vector.VectorEnv):
-    """A batched env whose steps stay torch tensors on one device (Isaac Lab-style simulators).
-
-    The collector keeps such an env's data on ``device``, with no NumPy round trip. The contract
-    differs from a NumPy vector env in types, and in resetting finished sub-envs itself:
-
-    * ``reset(seed=...)`` returns observations ``key -> Tensor [N, ...]`` on ``device`` under the
-      well-known keys, and an info dict.
-    * ``step(actions: Tensor [N, ...])`` returns observations, rewards (float32 ``[N]``),
-      terminated and truncated (bool ``[N]``) and an info dict. A sub-env whose episode ended
-      has already started its next one (same-step autoreset), so ``info`` carries
-      ``"final_obs"``: ``key -> Tensor [N, ...]`` whose finished rows hold the observation to
-      bootstrap truncated episodes from, and optionally ``"final_info"``: ``name -> Tensor [N]``,
-      per-episode metrics such as ``is_success``, read on the finished rows.
-    """
-
-    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012  (gymnasium's instance attribute)
-    device: torch.device
 
 
 ADAPTER_KWARG_NAMES = ("obs_keys", "image_size", "instruction")

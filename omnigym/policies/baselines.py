@@ -10,8 +10,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.types import Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import Obs, PolicyStep
 
 
 @dataclass

@@ -16,8 +16,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.types import OBS_IMAGE, Obs
-from omnigym.policies.base import PolicyConfig
+from omnigym.core.policy import PolicyConfig
+from omnigym.core.types import OBS_IMAGE, Obs
 from omnigym.policies.feedforward import FeedForwardPolicy
 from omnigym.policies.layers import ACTIVATIONS, orthogonal_init
 

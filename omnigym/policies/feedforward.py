@@ -15,8 +15,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.types import Evaluation, Obs, PolicyStep
-from omnigym.policies.base import Policy
+from omnigym.core.policy import Policy
+from omnigym.core.types import Evaluation, Obs, PolicyStep
 from omnigym.policies.distributions import (
     ActionHead,
     CategoricalHead,

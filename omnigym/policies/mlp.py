@@ -10,9 +10,9 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.normalization import RunningMeanStd
-from omnigym.platform.types import OBS_STATE, Obs
-from omnigym.policies.base import PolicyConfig
+from omnigym.core.normalization import RunningMeanStd
+from omnigym.core.policy import PolicyConfig
+from omnigym.core.types import OBS_STATE, Obs
 from omnigym.policies.feedforward import FeedForwardPolicy
 
 

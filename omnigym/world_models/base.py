@@ -21,9 +21,9 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.config import build_dataclass
-from omnigym.platform.pretrained import load_weights, read_meta, save_folder
-from omnigym.platform.types import Obs, TransitionBatch
+from omnigym.core.config import build_dataclass
+from omnigym.core.pretrained import load_weights, read_meta, save_folder
+from omnigym.core.types import Obs, TransitionBatch
 
 StepResult = tuple[Any, Obs, Tensor, Tensor, dict[str, Tensor]]
 """``(state, next_obs key -> [B, ...], reward [B] float32, terminated [B] bool, info key -> [B])``."""
@@ -137,7 +137,7 @@ class WorldModel(nn.Module):
             ValueError: its config or weights are corrupt or do not match each other.
             TypeError: called on a subclass that is not the saved type.
         """
-        from omnigym.platform.registry import WORLD_MODELS
+        from omnigym.core.registry import WORLD_MODELS
 
         meta = read_meta(path, "world model")
         try:

@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.types import OBS_IMAGE, Obs, TransitionBatch
+from omnigym.core.types import OBS_IMAGE, Obs, TransitionBatch
 from omnigym.world_models.base import StepResult, WorldModel, WorldModelConfig
 from omnigym.world_models.training import split_holdout, take_rows
 

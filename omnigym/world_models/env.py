@@ -45,8 +45,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 from torch import Tensor
 
+from omnigym.core.types import OBS_STATE, Obs
 from omnigym.platform.runtime import resolve_device
-from omnigym.platform.types import OBS_STATE, Obs
 from omnigym.world_models.base import WorldModel
 from omnigym.world_models.known import KnownFn, known_reward, known_termination
 

@@ -41,8 +41,8 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from omnigym.core.policy import Policy
 from omnigym.platform.buffers import ReplayBuffer
-from omnigym.policies.base import Policy
 from omnigym.policies.layers import MLP
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 from omnigym.world_models.rssm import RSSMConfig, RSSMWorldModel, State, symexp, symlog

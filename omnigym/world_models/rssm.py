@@ -49,7 +49,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.types import Obs, TransitionBatch
+from omnigym.core.types import Obs, TransitionBatch
 from omnigym.world_models.base import StepResult, WorldModel, WorldModelConfig
 from omnigym.world_models.state_layout import state_bounds, state_layout
 

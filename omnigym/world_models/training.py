@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.buffers import ReplayBuffer
-from omnigym.platform.types import TransitionBatch
 from omnigym.world_models.base import WorldModel
 
 logger = logging.getLogger(__name__)

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from omnigym.core.config import list_options, load_yaml
+from omnigym.core.registry import ALGORITHMS, POLICIES
 from omnigym.envs import omnigym_env_ids
-from omnigym.platform.config import list_options, load_yaml
 from omnigym.platform.experiment import config_dir
-from omnigym.platform.registry import ALGORITHMS, POLICIES
 
 
 def config_env_ids() -> list[str]:

@@ -20,15 +20,15 @@ import gymnasium as gym
 import pytest
 import torch
 
+from omnigym.core.config import build_dataclass, config_to_dict, list_options, load_yaml
+from omnigym.core.policy import CAPABILITIES
+from omnigym.core.registry import ALGORITHMS, POLICIES
+from omnigym.core.types import Rollout
 from omnigym.platform.algorithms.base import Algorithm
 from omnigym.platform.collect import RolloutCollector
-from omnigym.platform.config import build_dataclass, config_to_dict, list_options, load_yaml
 from omnigym.platform.experiment import config_dir
 from omnigym.platform.groups import GroupCollector
-from omnigym.platform.registry import ALGORITHMS, POLICIES
-from omnigym.platform.types import Rollout
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.base import CAPABILITIES
 
 ON_POLICY_SETTINGS = {
     "num_steps": 16, "num_epochs": 1, "num_minibatches": 2, "group_size": 2, "value_warmup_updates": 0,
@@ -224,7 +224,7 @@ def build_transitions(cls: type[Algorithm], seed: int) -> Algorithm:
 
 
 def random_transitions(seed: int) -> Any:
-    from omnigym.platform.types import TransitionBatch
+    from omnigym.core.types import TransitionBatch
 
     g = torch.Generator().manual_seed(seed)
     n = TRANSITION_BATCH

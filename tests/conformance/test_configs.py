@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from omnigym.core.config import build_dataclass, list_options, load_yaml
+from omnigym.core.pretrained import CONFIG_FILE, WEIGHTS_FILE
+from omnigym.core.registry import ALGORITHMS, POLICIES
 from omnigym.platform.checkpoint import latest_checkpoint, load_checkpoint
-from omnigym.platform.config import build_dataclass, list_options, load_yaml
 from omnigym.platform.experiment import ExperimentConfig, config_dir, list_experiments, load_experiment
-from omnigym.platform.pretrained import CONFIG_FILE, WEIGHTS_FILE
-from omnigym.platform.registry import ALGORITHMS, POLICIES
 from omnigym.platform.runtime import RuntimeConfig
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer, load_run_config
 from omnigym.platform.vec_env import EnvConfig
@@ -137,8 +137,8 @@ def test_transition_experiment_trains_briefly(
     config = load_experiment(name, [*overrides, *algo_overrides, f"run_dir={run_dir}", "log.every_steps=8"])
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
     if config.dataset:
+        from omnigym.core.registry import POLICIES as REGISTRY
         from omnigym.platform.datasets import collect_dataset
-        from omnigym.platform.registry import POLICIES as REGISTRY
         from omnigym.platform.vec_env import make_env
 
         env = make_env(config.env.id, max_episode_steps=20, **config.env.kwargs)

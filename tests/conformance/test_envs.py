@@ -20,8 +20,8 @@ import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
+from omnigym.core.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, WELL_KNOWN_OBS_KEYS
 from omnigym.platform.collect import group_seeds
-from omnigym.platform.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, WELL_KNOWN_OBS_KEYS
 from omnigym.platform.vec_env import EnvConfig, make_env, make_vec_env, to_env_action
 
 NUM_DETERMINISM_STEPS = 50

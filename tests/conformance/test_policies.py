@@ -25,11 +25,11 @@ import torch
 from gymnasium import spaces
 from safetensors.torch import save_file
 
-from omnigym.platform.pretrained import CONFIG_FILE, WEIGHTS_FILE
-from omnigym.platform.registry import POLICIES
-from omnigym.platform.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, Obs, OnPolicyBatch, PolicyStep
+from omnigym.core.policy import CAPABILITIES, Policy
+from omnigym.core.pretrained import CONFIG_FILE, WEIGHTS_FILE
+from omnigym.core.registry import POLICIES
+from omnigym.core.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, Obs, OnPolicyBatch, PolicyStep
 from omnigym.platform.vec_env import to_env_action
-from omnigym.policies.base import CAPABILITIES, Policy
 
 BATCH = 5
 STATE_SPACE = spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32)

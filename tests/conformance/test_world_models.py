@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 import torch
 
-from omnigym.platform.registry import WORLD_MODELS
-from omnigym.platform.types import TransitionBatch
+from omnigym.core.registry import WORLD_MODELS
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.vec_env import make_env
 from omnigym.world_models.base import WorldModel
 from omnigym.world_models.env import WorldModelVectorEnv

@@ -7,7 +7,7 @@ import string
 
 import pytest
 
-from omnigym.envs.text_actions import ActionParseError, WordGrammar, answer_text
+from omnigym.core.text_actions import ActionParseError, WordGrammar, answer_text
 
 DIRECTIONS = WordGrammar(["up", "down", "left", "right"], aliases={"u": "up", "north": "up"})
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import cv2
 import pytest
 
+from omnigym.core.config import list_options
 from omnigym.platform.checkpoint import latest_checkpoint
 from omnigym.platform.cli import build_parser, list_benchmarks, main
-from omnigym.platform.config import list_options
 from omnigym.platform.experiment import config_dir
 
 
@@ -225,7 +225,7 @@ def test_world_model_dream_fits_an_rssm_trains_in_imagination_and_saves(
     assert "imagination update 10/10" in captured.err and "real return" in captured.out
     results = json.loads((out / "results.json").read_text())
     assert results["env"] == "Pendulum-v1" and -2000 < results["real_return"] < 0
-    from omnigym.policies.base import Policy
+    from omnigym.core.policy import Policy
     from omnigym.world_models.base import WorldModel
 
     assert WorldModel.from_pretrained(out / "world_model").sequence_length == 8

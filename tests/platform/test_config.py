@@ -1,4 +1,4 @@
-"""Tests for omnigym.platform.config: strict dataclass building and YAML composition."""
+"""Tests for omnigym.core.config: strict dataclass building and YAML composition."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Literal, Optional
 import pytest
 import yaml
 
-from omnigym.platform.config import (
+from omnigym.core.config import (
     ConfigError,
     apply_overrides,
     build_dataclass,

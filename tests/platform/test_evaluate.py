@@ -12,10 +12,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import PolicyStep
 from omnigym.platform.evaluate import EvalResult, evaluate_policy, format_summary
-from omnigym.platform.types import PolicyStep
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.base import Policy, PolicyConfig
 
 METRICS_ENV_ID = "omnigym_test/Metrics-v0"
 

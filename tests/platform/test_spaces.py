@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from omnigym.platform.spaces import space_from_json, space_to_json
+from omnigym.core.spaces import space_from_json, space_to_json
 
 SPACES = [
     spaces.Box(-np.inf, np.inf, (2, 3), np.float32),

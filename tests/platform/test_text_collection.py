@@ -10,12 +10,12 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.text_obs import decode_texts, encode_texts, text_width
+from omnigym.core.types import Obs, PolicyStep
 from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.groups import GroupCollector
-from omnigym.platform.text_obs import decode_texts, encode_texts, text_width
-from omnigym.platform.types import Obs, PolicyStep
 from omnigym.platform.vec_env import EnvConfig, make_env, make_vec_env
-from omnigym.policies.base import Policy, PolicyConfig
 
 WORDS = ("+", "-", "<answer>+</answer>", "jump")
 """Three answers NumberLine reads and one it does not."""

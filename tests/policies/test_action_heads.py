@@ -9,7 +9,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.types import OnPolicyBatch
+from omnigym.core.types import OnPolicyBatch
 from omnigym.policies.distributions import SquashedGaussianHead
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.types import OnPolicyBatch
+from omnigym.core.types import OnPolicyBatch
 from omnigym.policies.cnn import CNNPolicy, CNNPolicyConfig
 
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy
 from omnigym.platform.algorithms.ppo import PPO
 from omnigym.platform.collect import RolloutCollector
-from omnigym.policies.base import Policy
 from omnigym.policies.chunking.steered import EXTRA_NOISE, NoiseSteeringConfig, NoiseSteeringPolicy
 from omnigym.policies.flow.policy import FlowPolicy, FlowPolicyConfig
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.config import build_dataclass, load_yaml
+from omnigym.core.config import build_dataclass, load_yaml
+from omnigym.core.registry import WORLD_MODELS
 from omnigym.platform.experiment import config_dir
-from omnigym.platform.registry import WORLD_MODELS
 from omnigym.world_models.base import WorldModel
 from omnigym.world_models.diffusion import (
     HISTORY_ACTIONS,

@@ -9,13 +9,13 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.config import build_dataclass, load_yaml
+from omnigym.core.registry import WORLD_MODELS
 from omnigym.envs.driving.agents import AgentFrame, TrafficLog
 from omnigym.envs.driving.config import DrivingConfig
 from omnigym.envs.driving.env import DrivingVectorEnv
 from omnigym.envs.driving.scene import DT
-from omnigym.platform.config import build_dataclass, load_yaml
 from omnigym.platform.experiment import config_dir
-from omnigym.platform.registry import WORLD_MODELS
 from omnigym.world_models.base import WorldModel
 from omnigym.world_models.driving import (
     PathTrafficAgents,

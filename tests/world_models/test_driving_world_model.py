@@ -136,7 +136,7 @@ def test_clip_to_data_keeps_steps_inside_the_data_range(tmp_path: Path) -> None:
     """Unbounded keys (driving's) are clipped to the range the data spans, and it is saved."""
     from gymnasium import spaces
 
-    from omnigym.platform.types import TransitionBatch
+    from omnigym.core.types import TransitionBatch
     from omnigym.world_models.base import WorldModel
 
     space = spaces.Dict({"state": spaces.Box(-np.inf, np.inf, (2,), np.float32)})

@@ -12,10 +12,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.config import ConfigError, build_dataclass, load_yaml
+from omnigym.core.config import ConfigError, build_dataclass, load_yaml
+from omnigym.core.registry import WORLD_MODELS
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.experiment import config_dir
-from omnigym.platform.registry import WORLD_MODELS
-from omnigym.platform.types import TransitionBatch
 from omnigym.world_models.base import WorldModel
 from omnigym.world_models.ensemble import (
     MEMBER_LOOP_MIN_ROWS,

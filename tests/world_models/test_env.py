@@ -19,9 +19,9 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.core.registry import POLICIES, WORLD_MODELS
+from omnigym.core.types import Obs
 from omnigym.platform.collect import RolloutCollector
-from omnigym.platform.registry import POLICIES, WORLD_MODELS
-from omnigym.platform.types import Obs
 from omnigym.platform.vec_env import EnvConfig, make_env, make_vec_env
 from omnigym.world_models.base import WorldModel, WorldModelConfig
 from omnigym.world_models.env import WorldModelEnv, WorldModelEnvConfig, WorldModelVectorEnv

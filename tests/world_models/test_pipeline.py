@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from omnigym.core.registry import POLICIES
 from omnigym.platform.cli import main
 from omnigym.platform.evaluate import evaluate_policy
 from omnigym.platform.experiment import load_experiment
-from omnigym.platform.registry import POLICIES
 from omnigym.platform.trainers import build_trainer
 from omnigym.platform.trainers.model_based import ModelBasedTrainer, default_dataset_id
 from omnigym.platform.vec_env import make_env

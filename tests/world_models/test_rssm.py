@@ -11,13 +11,13 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.config import build_dataclass, load_yaml
+from omnigym.core.policy import Policy
+from omnigym.core.registry import WORLD_MODELS
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.buffers import ReplayBuffer
-from omnigym.platform.config import build_dataclass, load_yaml
 from omnigym.platform.experiment import config_dir
-from omnigym.platform.registry import WORLD_MODELS
-from omnigym.platform.types import TransitionBatch
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.base import Policy
 from omnigym.world_models.base import WorldModel
 from omnigym.world_models.fidelity import k_step_errors
 from omnigym.world_models.imagination import (

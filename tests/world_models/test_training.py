@@ -7,8 +7,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.buffers import ReplayBuffer
-from omnigym.platform.types import TransitionBatch
 from omnigym.world_models.ensemble import EnsembleDynamics, EnsembleDynamicsConfig
 from omnigym.world_models.training import EarlyStopping, fit_world_model, split_holdout, take_rows
 

@@ -16,11 +16,11 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import OBS_STATE, Obs, PolicyStep
 from omnigym.envs.driving.controller import PLAN_POSES, STEPS_PER_POSE
 from omnigym.envs.driving.observations import STATE_DIM
 from omnigym.envs.driving.scene import DT
-from omnigym.platform.types import OBS_STATE, Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
 
 CONTROL_SHAPE = (2,)
 PLAN_SHAPE = (PLAN_POSES, 3)

@@ -46,14 +46,14 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
 
-from omnigym.envs.games.base import TEXT_CHARSET, TEXT_MAX_LENGTH
-from omnigym.envs.text_actions import (
+from omnigym.core.text_actions import (
     ACTION_TEXT_CHARSET,
     ACTION_TEXT_MAX_LENGTH,
     ActionParseError,
     WordGrammar,
 )
-from omnigym.platform.types import OBS_IMAGE, OBS_TEXT
+from omnigym.core.types import OBS_IMAGE, OBS_TEXT
+from omnigym.envs.games.base import TEXT_CHARSET, TEXT_MAX_LENGTH
 
 try:
     import ale_py

@@ -25,8 +25,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from omnigym.envs.text_actions import ACTION_TEXT_CHARSET, ACTION_TEXT_MAX_LENGTH, ActionParseError
-from omnigym.platform.types import OBS_IMAGE, OBS_STATE, OBS_TEXT
+from omnigym.core.text_actions import ACTION_TEXT_CHARSET, ACTION_TEXT_MAX_LENGTH, ActionParseError
+from omnigym.core.types import OBS_IMAGE, OBS_STATE, OBS_TEXT
 
 OBS_KEYS = (OBS_IMAGE, OBS_TEXT, OBS_STATE)
 """The observation keys a game can emit (``state`` only where the game defines one)."""

@@ -15,10 +15,10 @@ from functools import cache
 
 import numpy as np
 
+from omnigym.core.text_actions import WordGrammar
 from omnigym.envs.games import card_render as cr
 from omnigym.envs.games.base import ActionGrammar, GameConfig, GameEnv, Outcome
 from omnigym.envs.games.cards import GAME_OVER, MARGIN, check_card_width, state_field
-from omnigym.envs.text_actions import WordGrammar
 
 
 @dataclass

@@ -30,10 +30,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from omnigym.core.text_actions import WordGrammar
 from omnigym.envs.games import card_render as cr
 from omnigym.envs.games import formula as fm
 from omnigym.envs.games.base import ActionGrammar, GameConfig, GameEnv, Outcome
-from omnigym.envs.text_actions import WordGrammar
 
 MARGIN = 8
 GAME_OVER = "the game is over; reset to play again"

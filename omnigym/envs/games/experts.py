@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import OBS_TEXT, Obs, PolicyStep
 from omnigym.envs.games.base import GameEnv, game_name, solver_text_state
-from omnigym.platform.types import OBS_TEXT, Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
 
 SOLVABLE_GAMES = {
     "Sokoban": "omnigym.envs.games.sokoban:SokobanEnv",

@@ -18,7 +18,7 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import TypeAlias
 
-from omnigym.envs.text_actions import ActionParseError, answer_text
+from omnigym.core.text_actions import ActionParseError, answer_text
 
 SUBMIT = "="
 OPERATORS = "+-*/"

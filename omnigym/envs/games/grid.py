@@ -19,9 +19,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from omnigym.core.text_actions import WordGrammar
 from omnigym.envs.games.base import GameConfig, GameEnv
 from omnigym.envs.games.tiles import TileSheet
-from omnigym.envs.text_actions import WordGrammar
 
 DIRECTIONS = ("up", "down", "left", "right")
 """The discrete moves of every grid game, by action index."""

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from omnigym.envs.text_actions import ActionParseError
+from omnigym.core.text_actions import ActionParseError
 
 ActionKind = Literal["click", "double_click", "type", "key", "scroll", "drag"]
 ACTION_KINDS: tuple[ActionKind, ...] = ("click", "double_click", "type", "key", "scroll", "drag")

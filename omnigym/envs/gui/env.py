@@ -4,7 +4,7 @@ Observations are a ``Dict`` with the well-known keys: ``image`` (uint8 ``[H, W, 
 screenshot) and ``text`` (the instruction, then the accessibility tree). Actions are text in the
 grammar of ``actions.py`` (or, with ``action_space="structured"``, a ``Dict`` read by
 ``GUIAction.from_structured``); a reply with a thought reads its ``<answer>...</answer>`` part, as
-every text-action env does (``envs/text_actions.py``). The screenshot is painted only when
+every text-action env does (``core/text_actions.py``). The screenshot is painted only when
 ``image`` is emitted or ``render()`` is called, and repainted only when an action may have changed
 it.
 """
@@ -20,6 +20,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from omnigym.core.text_actions import answer_text
+from omnigym.core.types import OBS_IMAGE, OBS_TEXT
 from omnigym.envs.gui.actions import (
     ACTION_CHARSET,
     ACTION_KINDS,
@@ -32,8 +34,6 @@ from omnigym.envs.gui.actions import (
 from omnigym.envs.gui.families import FAMILIES, Task
 from omnigym.envs.gui.render import Renderer, Theme
 from omnigym.envs.gui.screen import Screen
-from omnigym.envs.text_actions import answer_text
-from omnigym.platform.types import OBS_IMAGE, OBS_TEXT
 
 OBS_KEYS = (OBS_IMAGE, OBS_TEXT)
 """The observation keys a GUI env can emit."""

@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from omnigym.core.types import OBS_IMAGE, OBS_TEXT
 from omnigym.envs.gui.actions import (
     ACTION_CHARSET,
     ACTION_MAX_LENGTH,
@@ -34,7 +35,6 @@ from omnigym.envs.gui.actions import (
     parse_action,
 )
 from omnigym.envs.gui.env import OBS_KEYS
-from omnigym.platform.types import OBS_IMAGE, OBS_TEXT
 
 TEXT_MAX_LENGTH = 8192
 """Longest ``text`` observation (text-heavy tasks list a hundred DOM nodes)."""

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.types import OBS_TEXT, Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import OBS_TEXT, Obs, PolicyStep
 
 _ELEMENT = re.compile(r'\[(\d+)\] (\w+) "((?:[^"\\]|\\.)*)" \((-?\d+), (-?\d+), (\d+), (\d+)\)(.*)')
 _QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')

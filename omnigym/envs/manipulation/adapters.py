@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from omnigym.core.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, WELL_KNOWN_OBS_KEYS
 from omnigym.envs.manipulation.fetch import fetch_instruction, patch_joint_helpers
 from omnigym.envs.manipulation.metaworld import (
     MAKE_DEFAULTS,
@@ -34,7 +35,6 @@ from omnigym.envs.manipulation.metaworld import (
     metaworld_instruction,
     patch_weld_reset,
 )
-from omnigym.platform.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, WELL_KNOWN_OBS_KEYS
 
 ADAPTER_KWARGS = ("obs_keys", "image_size", "instruction")
 """``env.kwargs`` keys the adapter takes for non-omnigym envs (never passed to ``gym.make``)."""

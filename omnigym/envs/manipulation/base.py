@@ -22,7 +22,7 @@ from omnigym.envs.manipulation.rendering import FrameRenderer, check_camera, fra
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 OBS_KEYS = ("image", "state", "text")
-"""The observation keys a task can emit (the well-known keys of ``omnigym.platform.types``)."""
+"""The observation keys a task can emit (the well-known keys of ``omnigym.core.types``)."""
 TEXT_CHARSET = string.ascii_letters + string.digits + " .,-"
 TEXT_MAX_LENGTH = 128
 ImageSize = int | tuple[int, int]

@@ -17,10 +17,10 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import OBS_STATE, Obs, PolicyStep
 from omnigym.envs.manipulation import cube, pusht, tabletop
 from omnigym.envs.manipulation.pushing import PushPlanner
-from omnigym.platform.types import OBS_STATE, Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
 
 
 @dataclass

@@ -28,8 +28,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.types import OBS_STATE
-from omnigym.platform.vec_env import TorchVectorEnv
+from omnigym.core.types import OBS_STATE
+from omnigym.core.vector import TorchVectorEnv
 
 INSTALL_HINT = (
     "Isaac Lab is not installed. It needs Linux, an NVIDIA GPU and Python 3.11: "

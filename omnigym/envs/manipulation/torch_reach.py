@@ -31,8 +31,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from omnigym.core.types import OBS_STATE
 from omnigym.envs.manipulation.isaaclab import IsaacLabVectorEnv
-from omnigym.platform.types import OBS_STATE
 
 OBS_DIM = 8
 

@@ -14,10 +14,10 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import OnPolicyBatch
 from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig, anneal_learning_rate
 from omnigym.platform.algorithms.optim import FlatParameterGroups, FlatParameters
-from omnigym.platform.types import OnPolicyBatch
-from omnigym.policies.base import Policy
 from omnigym.policies.layers import MLP, orthogonal_init
 
 Metrics = dict[str, Tensor]

@@ -14,8 +14,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.types import Rollout
-from omnigym.policies.base import Policy
+from omnigym.core.policy import Policy
+from omnigym.core.types import Rollout
 
 
 @torch.no_grad()

@@ -30,10 +30,10 @@ from typing import Any, ClassVar, Literal
 import torch
 from torch import Tensor
 
+from omnigym.core.types import OnPolicyBatch, Rollout
 from omnigym.platform.algorithms.base import AlgorithmConfig, rollout_logprob
 from omnigym.platform.algorithms.losses import a3po_alpha, approximate_proximal_logprob, decoupled_ppo_loss
 from omnigym.platform.algorithms.ppo import PPO, PPOConfig, masked_mean
-from omnigym.platform.types import OnPolicyBatch, Rollout
 
 PROXIMAL_LOGPROB_KEY = "proximal_logprob"
 """``aux`` key of the proximal log-probabilities. Shape: [T, N, L] (rollout), [B, L] (batch)."""

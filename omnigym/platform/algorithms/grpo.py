@@ -31,6 +31,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import OnPolicyBatch, Rollout
 from omnigym.platform.algorithms.actor_critic import mean_metrics, minibatch_steps
 from omnigym.platform.algorithms.advantages import (
     ADVANTAGE_EPS,
@@ -49,8 +51,6 @@ from omnigym.platform.algorithms.losses import (
 )
 from omnigym.platform.algorithms.optim import FlatParameters
 from omnigym.platform.groups import episode_totals
-from omnigym.platform.types import OnPolicyBatch, Rollout
-from omnigym.policies.base import Policy
 
 AUX_WEIGHTS = "part_weights"
 """``Rollout.aux`` key: each action part's weight in the aggregated loss ``[T, N, L]``."""

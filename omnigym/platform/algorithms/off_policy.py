@@ -17,11 +17,11 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import Obs, TransitionBatch
 from omnigym.platform.algorithms.base import Algorithm, AlgorithmConfig
 from omnigym.platform.algorithms.critics import QEnsemble
 from omnigym.platform.buffers import ReplayBuffer
-from omnigym.platform.types import Obs, TransitionBatch
-from omnigym.policies.base import Policy
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 

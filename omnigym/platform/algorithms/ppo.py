@@ -18,6 +18,9 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.core.normalization import RunningMeanStd
+from omnigym.core.policy import Policy
+from omnigym.core.types import OnPolicyBatch, Rollout
 from omnigym.platform.algorithms.actor_critic import (
     ActorCritic,
     ActorCriticConfig,
@@ -25,10 +28,7 @@ from omnigym.platform.algorithms.actor_critic import (
     minibatch_steps,
 )
 from omnigym.platform.algorithms.base import AlgorithmConfig
-from omnigym.platform.normalization import RunningMeanStd
 from omnigym.platform.returns import gae
-from omnigym.platform.types import OnPolicyBatch, Rollout
-from omnigym.policies.base import Policy
 
 
 @dataclass

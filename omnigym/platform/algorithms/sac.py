@@ -20,11 +20,11 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import Obs, TransitionBatch
 from omnigym.platform.algorithms.critics import polyak_update
 from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm, OffPolicyConfig
 from omnigym.platform.algorithms.optim import adam
-from omnigym.platform.types import Obs, TransitionBatch
-from omnigym.policies.base import Policy
 
 
 @dataclass

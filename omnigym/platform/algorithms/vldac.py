@@ -32,12 +32,12 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import OnPolicyBatch, Rollout
 from omnigym.platform.algorithms.base import AlgorithmConfig, rollout_logprob
 from omnigym.platform.algorithms.decoupled import clipped_value_loss
 from omnigym.platform.algorithms.losses import k3_kl
 from omnigym.platform.algorithms.ppo import PPO, PPOConfig, masked_mean
-from omnigym.platform.types import OnPolicyBatch, Rollout
-from omnigym.policies.base import Policy
 
 REFERENCE_LOGPROB_KEY = "reference_logprob"
 """``aux`` key of the frozen reference policy's log-probabilities. Shape: [T, N, L] / [B, L]."""

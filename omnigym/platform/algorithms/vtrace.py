@@ -23,6 +23,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from omnigym.core.types import OnPolicyBatch, Rollout
 from omnigym.platform.algorithms.actor_critic import (
     ActorCritic,
     ActorCriticConfig,
@@ -32,7 +33,6 @@ from omnigym.platform.algorithms.actor_critic import (
 from omnigym.platform.algorithms.advantages import vtrace
 from omnigym.platform.algorithms.base import AlgorithmConfig
 from omnigym.platform.algorithms.ppo import explained_variance
-from omnigym.platform.types import OnPolicyBatch, Rollout
 
 
 @dataclass

@@ -78,7 +78,7 @@ def vlm_policy_kwargs(text: str | None) -> dict[str, Any] | None:
     """
     if not text:
         return None
-    from omnigym.platform.config import ConfigError, build_dataclass
+    from omnigym.core.config import ConfigError, build_dataclass
     from omnigym.policies.vlm.policy import VLMPolicyConfig
 
     try:

@@ -21,9 +21,9 @@ def _cmd_list(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import omnigym  # noqa: F401  (registers the omnigym envs)
+    from omnigym.core.registry import ALGORITHMS, POLICIES, WORLD_MODELS
     from omnigym.envs import omnigym_env_ids
     from omnigym.platform.experiment import list_experiments
-    from omnigym.platform.registry import ALGORITHMS, POLICIES, WORLD_MODELS
 
     env_ids = sorted(gym.registry) if args.all_envs else omnigym_env_ids()
     sections = {

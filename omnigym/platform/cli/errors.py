@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from omnigym.platform.config import ConfigError
+from omnigym.core.config import ConfigError
 
 
 class UsageError(Exception):

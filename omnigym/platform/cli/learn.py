@@ -46,7 +46,7 @@ def _cmd_vlm_sft(args: argparse.Namespace) -> int:
     import minari
     import torch
 
-    from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.core.config import apply_overrides, build_dataclass, load_yaml
     from omnigym.platform.evaluate import evaluate_policy, format_summary
     from omnigym.platform.experiment import config_dir
     from omnigym.policies.vlm.policy import VLMPolicyConfig

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from omnigym.platform.cli.errors import UsageError
 
 if TYPE_CHECKING:
-    from omnigym.policies.base import Policy
+    from omnigym.core.policy import Policy
 
 LOCAL_ROOTS = frozenset({"runs", "checkpoints", "outputs", "models", "videos", "datasets", "agent_eval"})
 """First path segments that name local output directories, never a hub organisation."""
@@ -63,7 +63,7 @@ def resolve_policy(
         UsageError: no such path, policy or model (offline: not cached), or spaces that differ.
         IncompatibleSpacesError: the policy type cannot act in the env's spaces.
     """
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
     path = Path(spec).expanduser()
@@ -97,11 +97,11 @@ def _build(
 
 def _saved_policy(spec: str, path: Path, env_id: str, env_kwargs: dict | None) -> Policy:
     """The policy saved at ``path`` (a policy, checkpoint or run dir), checked against the env's spaces."""
+    from omnigym.core.policy import Policy
+    from omnigym.core.pretrained import CONFIG_FILE
     from omnigym.platform.checkpoint import latest_checkpoint
     from omnigym.platform.policy_fit import check_saved_policy
-    from omnigym.platform.pretrained import CONFIG_FILE
     from omnigym.platform.vec_env import make_env
-    from omnigym.policies.base import Policy
 
     candidates = [path, path / "policy", path / "best_policy"]
     checkpoint = latest_checkpoint(path) if path.is_dir() else None

@@ -51,8 +51,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _resume(run_dir: Path, overrides: list[str]) -> int:
     """Continue a run from its latest checkpoint; a finished run is extended by a larger total_steps."""
+    from omnigym.core.config import apply_overrides, config_to_dict
     from omnigym.platform.checkpoint import find_checkpoint
-    from omnigym.platform.config import apply_overrides, config_to_dict
     from omnigym.platform.experiment import build_experiment
     from omnigym.platform.run_dirs import RESULTS_FILE
     from omnigym.platform.trainers.on_policy import load_run_config
@@ -81,7 +81,7 @@ def _run(config: ExperimentConfig, run_dir: Path, *, resume: bool, save_config: 
     """Build the trainer, train, write the report; an interrupt exits 130 after its checkpoint."""
     import yaml
 
-    from omnigym.platform.config import config_to_dict
+    from omnigym.core.config import config_to_dict
     from omnigym.platform.interrupts import INTERRUPT_EXIT_CODE, TrainingInterrupted
     from omnigym.platform.report import write_run_report
     from omnigym.platform.run_dirs import CONFIG_FILE, remove_failed_start

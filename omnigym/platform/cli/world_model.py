@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from omnigym.platform.cli.policy_spec import resolve_policy
 
 if TYPE_CHECKING:
+    from omnigym.core.policy import Policy
     from omnigym.platform.buffers import ReplayBuffer
-    from omnigym.policies.base import Policy
 
 
 def _real_transitions(
@@ -41,9 +41,9 @@ def _real_transitions(
 
 
 def _cmd_world_model_fit(args: argparse.Namespace) -> int:
-    from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.core.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.core.registry import WORLD_MODELS
     from omnigym.platform.experiment import config_dir
-    from omnigym.platform.registry import WORLD_MODELS
     from omnigym.platform.seeding import seed_everything
     from omnigym.platform.trainers import model_based as mb
     from omnigym.world_models.env import WorldModelEnvConfig
@@ -74,7 +74,7 @@ def _cmd_world_model_fit(args: argparse.Namespace) -> int:
 def _cmd_world_model_dream(args: argparse.Namespace) -> int:
     import json
 
-    from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.core.config import apply_overrides, build_dataclass, load_yaml
     from omnigym.platform.experiment import config_dir
     from omnigym.platform.seeding import seed_everything
     from omnigym.platform.trainers import model_based as mb

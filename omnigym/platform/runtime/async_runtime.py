@@ -27,15 +27,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import EpisodeStats, Rollout
+from omnigym.core.vector import TorchVectorEnv
 from omnigym.platform.experiment import ExperimentConfig
 from omnigym.platform.runtime.admission import AdmissionGate
 from omnigym.platform.runtime.data_manager import DataManager, DataManagerConfig, TrajectoryId
 from omnigym.platform.runtime.learner import Batch, BatchSource
 from omnigym.platform.runtime.weight_channel import SyncRecord, WeightChannel
 from omnigym.platform.runtime.workers import Chunk, ChunkWorker, EnvWorker, WorkerPool, WorkerStats
-from omnigym.platform.types import EpisodeStats, Rollout
-from omnigym.platform.vec_env import EnvConfig, TorchVectorEnv, make_vec_env
-from omnigym.policies.base import Policy
+from omnigym.platform.vec_env import EnvConfig, make_vec_env
 
 log = logging.getLogger(__name__)
 EnvFactory = Callable[[EnvConfig], gym.vector.VectorEnv]

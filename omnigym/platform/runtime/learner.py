@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from omnigym.core.types import EpisodeStats, Rollout
 from omnigym.platform.runtime.data_manager import DataManager, TrajectoryEntry, TrajectoryId
 from omnigym.platform.runtime.workers import Chunk, WorkerPool
-from omnigym.platform.types import EpisodeStats, Rollout
 
 
 def concat_rollouts(rollouts: list[Rollout]) -> Rollout:

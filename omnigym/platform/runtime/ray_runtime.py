@@ -34,6 +34,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import EpisodeStats, Rollout
 from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.experiment import ExperimentConfig
 from omnigym.platform.runtime.admission import AdmissionGate
@@ -42,9 +44,7 @@ from omnigym.platform.runtime.data_manager import DataManager
 from omnigym.platform.runtime.weight_channel import WeightChannel
 from omnigym.platform.runtime.weight_sync import WeightPayload, WeightReceiver
 from omnigym.platform.runtime.workers import Chunk, ChunkWorker, TimedVectorEnv, WorkerStats
-from omnigym.platform.types import EpisodeStats, Rollout
 from omnigym.platform.vec_env import EnvConfig
-from omnigym.policies.base import Policy
 
 log = logging.getLogger(__name__)
 

@@ -33,13 +33,13 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import EpisodeStats, Rollout
 from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.runtime.admission import AdmissionGate
 from omnigym.platform.runtime.data_manager import DataManager, TrajectoryId
 from omnigym.platform.runtime.weight_channel import WeightChannel
 from omnigym.platform.runtime.weight_sync import WeightReceiver
-from omnigym.platform.types import EpisodeStats, Rollout
-from omnigym.policies.base import Policy
 
 log = logging.getLogger(__name__)
 THREAD_PREFIX = "omnigym-env-worker"

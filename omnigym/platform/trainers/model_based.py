@@ -31,16 +31,16 @@ from typing import Any, Literal
 import numpy as np
 from gymnasium import spaces
 
+from omnigym.core.config import build_dataclass, config_to_dict
+from omnigym.core.policy import Policy
+from omnigym.core.registry import ALGORITHMS, WORLD_MODELS
 from omnigym.platform.buffers import ReplayBuffer
-from omnigym.platform.config import build_dataclass, config_to_dict
 from omnigym.platform.evaluate import ActionFn, evaluate_policy
 from omnigym.platform.experiment import ExperimentConfig, ModelBasedConfig
-from omnigym.platform.registry import ALGORITHMS, WORLD_MODELS
 from omnigym.platform.run_dirs import CONFIG_FILE, RESULTS_FILE, check_new_run_dir
 from omnigym.platform.seeding import seed_everything
 from omnigym.platform.trainers.on_policy import TrainResult
 from omnigym.platform.vec_env import make_env, to_env_action
-from omnigym.policies.base import Policy
 from omnigym.policies.baselines import RandomPolicy, RandomPolicyConfig
 from omnigym.world_models.base import WorldModel, WorldModelConfig
 from omnigym.world_models.env import WorldModelEnvConfig, WorldModelVectorEnv

@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from omnigym.core.policy import obs_to_torch
+from omnigym.core.types import EpisodeStats, TransitionBatch
 from omnigym.platform.buffers import ReplayBuffer
 from omnigym.platform.experiment import ExperimentConfig
 from omnigym.platform.interrupts import GracefulStop, TrainingInterrupted
 from omnigym.platform.trainers.offline import MetricAverager, TransitionTrainer, load_dataset_buffer
 from omnigym.platform.trainers.on_policy import TrainResult, episode_metrics
-from omnigym.platform.types import EpisodeStats, TransitionBatch
 from omnigym.platform.vec_env import make_vec_env, to_env_action
-from omnigym.policies.base import obs_to_torch
 
 
 class OffPolicyTrainer(TransitionTrainer):

@@ -20,6 +20,9 @@ from typing import Any
 import torch
 from gymnasium import spaces
 
+from omnigym.core.config import config_to_dict
+from omnigym.core.policy import Policy
+from omnigym.core.registry import ALGORITHMS
 from omnigym.platform.algorithms.off_policy import OffPolicyAlgorithm
 from omnigym.platform.buffers import ReplayBuffer
 from omnigym.platform.checkpoint import (
@@ -28,19 +31,16 @@ from omnigym.platform.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from omnigym.platform.config import config_to_dict
 from omnigym.platform.experiment import ExperimentConfig
 from omnigym.platform.interrupts import GracefulStop, TrainingInterrupted
 from omnigym.platform.loggers import RunLogger
 from omnigym.platform.policy_fit import build_policy
-from omnigym.platform.registry import ALGORITHMS
 from omnigym.platform.run_dirs import RESULTS_FILE, claim_run_dir, load_resume_checkpoint
 from omnigym.platform.runtime import setup_runtime
 from omnigym.platform.scores import normalized_score, reference_task
 from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
 from omnigym.platform.trainers.on_policy import TrainResult, evaluate_run
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.base import Policy
 
 
 class MetricAverager:

@@ -16,6 +16,11 @@ import numpy as np
 import torch
 import yaml
 
+from omnigym.core.config import config_to_dict
+from omnigym.core.policy import Policy
+from omnigym.core.registry import ALGORITHMS
+from omnigym.core.types import EpisodeStats, Rollout
+from omnigym.core.vector import TorchVectorEnv
 from omnigym.platform.algorithms.base import Algorithm
 from omnigym.platform.checkpoint import CheckpointSchedule, save_checkpoint
 from omnigym.platform.collect import (
@@ -24,7 +29,6 @@ from omnigym.platform.collect import (
     make_collector,
     preflight_rollout_memory,
 )
-from omnigym.platform.config import config_to_dict
 from omnigym.platform.env_state import restore_envs, snapshot_envs
 from omnigym.platform.evaluate import EvalResult, evaluate_policy, evaluate_torch_env
 from omnigym.platform.experiment import ExperimentConfig, build_experiment
@@ -32,15 +36,12 @@ from omnigym.platform.groups import GroupCollector, select_envs, stack_envs
 from omnigym.platform.interrupts import GracefulStop, TrainingInterrupted
 from omnigym.platform.loggers import RunLogger
 from omnigym.platform.policy_fit import build_policy
-from omnigym.platform.registry import ALGORITHMS
 from omnigym.platform.run_dirs import CONFIG_FILE, RESULTS_FILE, claim_run_dir, load_resume_checkpoint
 from omnigym.platform.runtime import setup_runtime
 from omnigym.platform.runtime.async_runtime import AsyncRuntime, check_async_support, probe_env_config
 from omnigym.platform.runtime.ray_runtime import RayRuntime
 from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
-from omnigym.platform.types import EpisodeStats, Rollout
-from omnigym.platform.vec_env import TorchVectorEnv, make_vec_env
-from omnigym.policies.base import Policy
+from omnigym.platform.vec_env import make_vec_env
 
 __all__ = ["CONFIG_FILE", "RESULTS_FILE", "OnPolicyTrainer", "TrainResult", "load_run_config", "new_run_dir"]
 

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from omnigym.platform.types import Obs
+from omnigym.core.types import Obs
 
 
 @dataclass

@@ -39,8 +39,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.types import OBS_IMAGE, OBS_STATE, Evaluation, Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import OBS_IMAGE, OBS_STATE, Evaluation, Obs, PolicyStep
 from omnigym.policies.chunking.encoders import MinMaxNormalizer, ObservationEncoder
 from omnigym.policies.chunking.unet import ConditionalUnet1D
 

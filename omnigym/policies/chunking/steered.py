@@ -25,8 +25,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.platform.types import Evaluation, Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import Evaluation, Obs, PolicyStep
 from omnigym.policies.chunking.policy import ChunkPolicy
 from omnigym.policies.distributions import GaussianHead
 from omnigym.policies.layers import MLP, orthogonal_init
@@ -148,8 +148,8 @@ def load_generator(
     config: NoiseSteeringConfig, observation_space: spaces.Dict, action_space: spaces.Space
 ) -> ChunkPolicy:
     """The chunk policy to steer: loaded from ``base_path``, else built from ``base``/``base_config``."""
-    from omnigym.platform.config import build_dataclass
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.config import build_dataclass
+    from omnigym.core.registry import POLICIES
 
     if config.base_path:
         if not Path(config.base_path).exists():

@@ -162,10 +162,10 @@ def imitate_dataset(
     """
     import minari
 
-    from omnigym.platform.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.core.config import apply_overrides, build_dataclass, load_yaml
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.datasets import load_dataset_steps
     from omnigym.platform.experiment import config_dir
-    from omnigym.platform.registry import POLICIES
 
     if policy_name not in CHUNK_POLICIES:
         raise ValueError(f"imitation trains {', '.join(CHUNK_POLICIES)}, not {policy_name!r}")

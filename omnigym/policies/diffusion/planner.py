@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.policies.base import PolicyConfig
+from omnigym.core.policy import PolicyConfig
 from omnigym.policies.chunking.encoders import ObservationEncoder
 from omnigym.policies.chunking.policy import ChunkDenoiser
 from omnigym.policies.chunking.unet import ConditionalUnet1D

@@ -17,7 +17,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
-from omnigym.policies.base import PolicyConfig
+from omnigym.core.policy import PolicyConfig
 from omnigym.policies.chunking.policy import ChunkPolicy, ChunkPolicyConfig
 from omnigym.policies.chunking.unet import ConditionalUnet1D
 

@@ -22,9 +22,9 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.normalization import RunningMeanStd
-from omnigym.platform.types import OBS_STATE, Evaluation, Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
+from omnigym.core.normalization import RunningMeanStd
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.types import OBS_STATE, Evaluation, Obs, PolicyStep
 from omnigym.policies.layers import MLP
 from omnigym.policies.mlp import MLPPolicy
 

@@ -38,13 +38,13 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import Tensor
 
-from omnigym.envs.text_actions import answer_text
-from omnigym.platform.config import build_dataclass
-from omnigym.platform.pretrained import CONFIG_FILE, WEIGHTS_FILE
-from omnigym.platform.spaces import space_from_json
-from omnigym.platform.text_obs import decode_texts, is_encoded_text
-from omnigym.platform.types import OBS_IMAGE, OBS_TEXT, Evaluation, Obs, PolicyStep
-from omnigym.policies.base import Policy, PolicyConfig
+from omnigym.core.config import build_dataclass
+from omnigym.core.policy import Policy, PolicyConfig
+from omnigym.core.pretrained import CONFIG_FILE, WEIGHTS_FILE
+from omnigym.core.spaces import space_from_json
+from omnigym.core.text_actions import answer_text
+from omnigym.core.text_obs import decode_texts, is_encoded_text
+from omnigym.core.types import OBS_IMAGE, OBS_TEXT, Evaluation, Obs, PolicyStep
 from omnigym.policies.vlm.processing import Message, VLMInputs, VLMProcessor
 from omnigym.policies.vlm.tiny import resolve_model
 
@@ -595,7 +595,7 @@ def _checked(extras: dict[str, Tensor] | None) -> dict[str, Tensor]:
 def _texts(obs: Obs, obs_keys: Sequence[str]) -> list[str]:
     """The ``B`` observation texts ("" when the prompt has no text key).
 
-    Strings from an env, or the UTF-8 byte rows a rollout stores (:mod:`omnigym.platform.text_obs`).
+    Strings from an env, or the UTF-8 byte rows a rollout stores (:mod:`omnigym.core.text_obs`).
     """
     if OBS_TEXT in obs:
         value: Any = obs[OBS_TEXT]

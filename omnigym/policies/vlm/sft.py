@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.types import OnPolicyBatch
+from omnigym.core.types import OnPolicyBatch
 from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig
 
 logger = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from omnigym.core.text_actions import WordGrammar
 from omnigym.envs.games.base import GameConfig, GameEnv, Outcome, game_name, solver_text_state
 from omnigym.envs.games.tiles import TileSheet, disc, fill
-from omnigym.envs.text_actions import WordGrammar
 
 
 @dataclass

@@ -10,10 +10,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.registry import POLICIES
 from omnigym.envs.games.experts import SOLVABLE_GAMES, GameSolver, GameSolverConfig, action_words, solve_text
 from omnigym.platform.datasets import collect_dataset
 from omnigym.platform.evaluate import evaluate_policy
-from omnigym.platform.registry import POLICIES
 from omnigym.platform.vec_env import make_env
 
 DETERMINISTIC_GAMES = {

@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
+from omnigym.core.text_actions import ActionParseError
 from omnigym.envs.games import formula as fm
-from omnigym.envs.text_actions import ActionParseError
 
 
 def tokens(text: str) -> list[str]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from omnigym.core.registry import POLICIES
 from omnigym.platform.evaluate import evaluate_policy
 from omnigym.platform.experiment import load_experiment
-from omnigym.platform.registry import POLICIES
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer
 
 EPISODES = 100

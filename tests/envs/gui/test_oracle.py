@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from gymnasium import spaces
 
+from omnigym.core.registry import POLICIES
 from omnigym.envs.gui.env import GUIEnv
 from omnigym.envs.gui.families import FAMILIES
 from omnigym.envs.gui.oracle import GUIOracle, GUIOracleConfig, parse_observation, solve
 from omnigym.envs.gui.widgets import Slider
 from omnigym.platform.evaluate import evaluate_policy
-from omnigym.platform.registry import POLICIES
 
 
 def oracle() -> GUIOracle:

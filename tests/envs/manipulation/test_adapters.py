@@ -15,10 +15,10 @@ import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
+from omnigym.core.text_obs import decode_texts
 from omnigym.envs.manipulation import adapters
 from omnigym.envs.manipulation.adapters import ObservationAdapter, Provider
 from omnigym.platform.collect import RolloutCollector
-from omnigym.platform.text_obs import decode_texts
 from omnigym.platform.vec_env import EnvConfig, make_env, make_vec_env, set_headless_rendering
 from omnigym.policies.baselines import RandomPolicy, RandomPolicyConfig
 
@@ -169,7 +169,7 @@ def test_fetch_collects_with_success_metric_and_text():
     finally:
         envs.close()
     assert rollout.obs["state"].shape == (50, 2, 28)
-    # text is stored as fixed-width UTF-8 rows (platform/text_obs.py) and decodes to the instruction
+    # text is stored as fixed-width UTF-8 rows (core/text_obs.py) and decodes to the instruction
     assert decode_texts(rollout.obs["text"][0]) == ["push the block to the red target"] * 2
     assert len(stats) == 2  # one 50-step episode per env
     assert len(stats.metrics["is_success"]) == 2 and set(stats.metrics["is_success"]) <= {0.0, 1.0}

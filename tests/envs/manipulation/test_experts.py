@@ -9,12 +9,12 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy
+from omnigym.core.registry import POLICIES
+from omnigym.core.types import OBS_STATE
 from omnigym.platform.cli import main
 from omnigym.platform.evaluate import evaluate_policy
-from omnigym.platform.registry import POLICIES
-from omnigym.platform.types import OBS_STATE
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.base import Policy
 
 EPISODES = 50
 # (policy, env id, the success rate it must reach over EPISODES seeded episodes)

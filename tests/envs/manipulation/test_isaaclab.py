@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 import torch
 
+from omnigym.core.vector import TorchVectorEnv
 from omnigym.envs.manipulation.isaaclab import IsaacLabVectorEnv
 from omnigym.envs.manipulation.torch_reach import ReachArms, TorchReachCfg, TorchReachLabEnv
 from omnigym.platform.collect import TorchRolloutCollector, make_collector
 from omnigym.platform.evaluate import evaluate_torch_env
 from omnigym.platform.experiment import load_experiment
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer
-from omnigym.platform.vec_env import EnvConfig, TorchVectorEnv, make_vec_env, to_torch_env_action
+from omnigym.platform.vec_env import EnvConfig, make_vec_env, to_torch_env_action
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 
 HAS_ISAACLAB = importlib.util.find_spec("isaaclab") is not None

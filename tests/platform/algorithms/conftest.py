@@ -12,13 +12,13 @@ import yaml
 from gymnasium import spaces
 from torch import Tensor, nn
 
+from omnigym.core.policy import Policy
+from omnigym.core.registry import ALGORITHMS
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.algorithms.critics import EnsembleLinear, QEnsemble
 from omnigym.platform.evaluate import evaluate_policy
 from omnigym.platform.experiment import load_experiment
-from omnigym.platform.registry import ALGORITHMS
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer
-from omnigym.platform.types import TransitionBatch
-from omnigym.policies.base import Policy
 from omnigym.policies.distributions import GaussianHead
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 

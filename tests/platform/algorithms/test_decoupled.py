@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from omnigym.core.types import Evaluation, OnPolicyBatch
 from omnigym.platform.algorithms.decoupled import (
     A3PO,
     BEHAVIOUR_VERSION_KEY,
@@ -17,7 +18,6 @@ from omnigym.platform.algorithms.decoupled import (
 )
 from omnigym.platform.algorithms.ppo import PPO, PPOConfig
 from omnigym.platform.collect import RolloutCollector
-from omnigym.platform.types import Evaluation, OnPolicyBatch
 from omnigym.platform.vec_env import EnvConfig, make_vec_env
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.types import Evaluation, Rollout
 from omnigym.platform.algorithms.grpo import AUX_REF_LOGPROB, AUX_WEIGHTS, DAPO, GDPO, GRPO, MDPO, DrGRPO
-from omnigym.platform.types import Evaluation, Rollout
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-1, 1, (3,), np.float32)})

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from omnigym.core.types import Evaluation, OnPolicyBatch
 from omnigym.platform.algorithms.ppo import PPO, PPOConfig, masked_mean
 from omnigym.platform.collect import RolloutCollector
-from omnigym.platform.types import Evaluation, OnPolicyBatch
 from omnigym.platform.vec_env import EnvConfig, make_vec_env
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 
@@ -176,7 +176,7 @@ def test_reward_normalisation_survives_steps_where_every_env_resets():
 
 
 def test_unknown_critic_activation_is_a_config_error():
-    from omnigym.platform.config import ConfigError, build_dataclass
+    from omnigym.core.config import ConfigError, build_dataclass
 
     with pytest.raises(ConfigError, match="critic_activation"):
         build_dataclass(PPOConfig, {"critic_activation": "swish"}, path="algo")

@@ -7,10 +7,10 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.types import Evaluation, OnPolicyBatch, Rollout
 from omnigym.platform.algorithms.ppo import PPO, PPOConfig
 from omnigym.platform.algorithms.vldac import REFERENCE_LOGPROB_KEY, VLDAC, VLDACConfig
 from omnigym.platform.collect import RolloutCollector
-from omnigym.platform.types import Evaluation, OnPolicyBatch, Rollout
 from omnigym.platform.vec_env import EnvConfig, make_vec_env
 from omnigym.policies.cnn import CNNPolicy, CNNPolicyConfig
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig

@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
+from omnigym.core.types import Evaluation, OnPolicyBatch, Rollout
 from omnigym.platform.algorithms.vtrace import VTrace, VTraceConfig
 from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.returns import gae
-from omnigym.platform.types import Evaluation, OnPolicyBatch, Rollout
 from omnigym.platform.vec_env import EnvConfig, make_vec_env
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 

@@ -17,11 +17,11 @@ import pytest
 from gymnasium import spaces
 
 import omnigym.platform.memory as memory
+from omnigym.core.registry import POLICIES
 from omnigym.platform.cli import main
 from omnigym.platform.collect import preflight_rollout_memory
 from omnigym.platform.memory import InsufficientMemoryError
 from omnigym.platform.policy_fit import IncompatibleSpacesError, build_policy, check_saved_policy
-from omnigym.platform.registry import POLICIES
 from omnigym.platform.vec_env import EnvConfig
 from omnigym.policies.mlp import MLPPolicy, MLPPolicyConfig
 

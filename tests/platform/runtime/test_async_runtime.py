@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from omnigym.platform.config import ConfigError
+from omnigym.core.config import ConfigError
+from omnigym.core.types import Rollout
 from omnigym.platform.experiment import build_experiment, load_experiment
 from omnigym.platform.runtime import RuntimeConfig
 from omnigym.platform.runtime.admission import AdmissionGate
@@ -24,7 +25,6 @@ from omnigym.platform.runtime.weight_sync import WeightReceiver, WeightSyncConfi
 from omnigym.platform.runtime.workers import THREAD_PREFIX
 from omnigym.platform.trainers import build_trainer
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer
-from omnigym.platform.types import Rollout
 
 CRASHING_ID = "omnigym_test/CrashingCartPole-v0"
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.platform.types import OnPolicyBatch
-from omnigym.policies.base import Policy
+from omnigym.core.policy import Policy
+from omnigym.core.types import OnPolicyBatch
 from omnigym.policies.chunking.data import DemoWindows
 from omnigym.policies.chunking.policy import ChunkPolicy, ChunkPolicyConfig
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig

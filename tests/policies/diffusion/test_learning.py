@@ -9,9 +9,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.policy import Policy
 from omnigym.platform.cli import main
 from omnigym.platform.datasets import load_dataset_steps
-from omnigym.policies.base import Policy
 from omnigym.policies.chunking.data import DemoWindows
 from omnigym.policies.chunking.train import ImitationConfig, train_imitation
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig

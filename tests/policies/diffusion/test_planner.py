@@ -11,7 +11,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from omnigym.policies.base import Policy
+from omnigym.core.policy import Policy
 from omnigym.policies.chunking.data import DemoWindows
 from omnigym.policies.chunking.train import ImitationConfig, train_imitation
 from omnigym.policies.diffusion.planner import (
@@ -107,7 +107,7 @@ def planner_demonstrations(
     num_envs: int = 4, steps: int = 12
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """``pdm_closed``'s observations and plans on a few training scenes (episode index per step)."""
-    from omnigym.platform.registry import POLICIES
+    from omnigym.core.registry import POLICIES
     from omnigym.platform.vec_env import make_env
 
     planner_cls = POLICIES.get("pdm_closed")

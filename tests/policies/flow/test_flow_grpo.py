@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
+from omnigym.core.policy import Policy
 from omnigym.platform.algorithms.grpo import GRPO
 from omnigym.platform.algorithms.ppo import PPO
 from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.groups import GroupCollector
-from omnigym.policies.base import Policy
 from omnigym.policies.chunking.policy import EXTRA_CHAIN, EXTRA_HISTORY
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
 from omnigym.policies.flow.policy import TIME_SCALE, FlowPolicy, FlowPolicyConfig

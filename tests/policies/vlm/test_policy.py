@@ -6,7 +6,7 @@ import torch
 from gymnasium import spaces
 from transformers import AutoModelForImageTextToText
 
-from omnigym.platform.types import OnPolicyBatch
+from omnigym.core.types import OnPolicyBatch
 from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig, completion_mask, default_system_prompt
 
 L = 10
@@ -163,8 +163,8 @@ def test_config_and_prompts(tiny_models, gui_batch):
 def test_corrupt_or_missing_saves_are_clear_errors(tmp_path) -> None:
     import pytest
 
-    from omnigym.platform.pretrained import CONFIG_FILE, WEIGHTS_FILE
-    from omnigym.policies.base import Policy
+    from omnigym.core.policy import Policy
+    from omnigym.core.pretrained import CONFIG_FILE, WEIGHTS_FILE
 
     with pytest.raises(FileNotFoundError, match="missing"):
         Policy.from_pretrained(tmp_path / "nothing")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from omnigym.core.policy import Policy
 from omnigym.envs.games.experts import GameSolver
 from omnigym.platform.cli import main
 from omnigym.platform.datasets import collect_dataset
 from omnigym.platform.vec_env import make_env
-from omnigym.policies.base import Policy
 from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig
 from omnigym.policies.vlm.sft import SFTConfig, _minibatch_order, answer_targets, supervised_finetune
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from omnigym.policies.base import Policy
+from omnigym.core.policy import Policy
 from omnigym.policies.vlm.policy import VLMPolicy, resolve_model_class
 
 L = 8

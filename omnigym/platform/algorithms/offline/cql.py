@@ -17,10 +17,10 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
+from omnigym.core.policy import Policy
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.algorithms.optim import adam
 from omnigym.platform.algorithms.sac import SAC, SACConfig, repeat_obs
-from omnigym.platform.types import TransitionBatch
-from omnigym.policies.base import Policy
 
 
 @dataclass

@@ -10,8 +10,8 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
+from omnigym.core.types import Evaluation, Obs
 from omnigym.platform.algorithms.offline.awac import AWAC, awac_weights
-from omnigym.platform.types import Evaluation, Obs
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-10.0, 10.0, (3,))})
 ACT_SPACE = spaces.Box(-1.0, 1.0, (2,))

@@ -9,8 +9,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.algorithms.offline.bc import BC
-from omnigym.platform.types import TransitionBatch
 from omnigym.policies.mlp import MLPPolicy
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-10.0, 10.0, (4,))})

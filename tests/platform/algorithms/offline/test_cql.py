@@ -7,8 +7,8 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from omnigym.core.types import TransitionBatch
 from omnigym.platform.algorithms.offline.cql import CQL, CQLConfig, cql_logsumexp_gap
-from omnigym.platform.types import TransitionBatch
 from omnigym.platform.vec_env import make_env
 
 OBS_SPACE = spaces.Dict({"state": spaces.Box(-1.0, 1.0, (3,))})

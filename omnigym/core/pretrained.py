@@ -17,8 +17,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from omnigym.platform.config import config_to_dict
-from omnigym.platform.spaces import space_from_json, space_to_json
+from omnigym.core.config import config_to_dict
+from omnigym.core.spaces import space_from_json, space_to_json
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"

@@ -15,9 +15,9 @@ import torch
 from gymnasium import spaces
 from torch import Tensor, nn
 
-from omnigym.platform.config import build_dataclass
-from omnigym.platform.pretrained import load_weights, read_meta, save_folder
-from omnigym.platform.types import Evaluation, Obs, PolicyStep
+from omnigym.core.config import build_dataclass
+from omnigym.core.pretrained import load_weights, read_meta, save_folder
+from omnigym.core.types import Evaluation, Obs, PolicyStep
 
 
 @dataclass
@@ -206,7 +206,7 @@ class Policy(nn.Module):
     @classmethod
     def from_pretrained(cls, path: str | Path, device: torch.device | str = "cpu") -> Policy:
         """Load a policy saved by :meth:`save_pretrained` (any registered type)."""
-        from omnigym.platform.registry import POLICIES
+        from omnigym.core.registry import POLICIES
 
         meta = read_meta(path, "policy")
         try:
