@@ -75,9 +75,9 @@ def behaviour_cloning(
     from omnigym.core.registry import POLICIES
     from omnigym.platform.datasets import load_dataset_steps
     from omnigym.platform.experiment import config_dir
+    from omnigym.platform.trainers.imitation import ImitationConfig, train_imitation
     from omnigym.platform.vec_env import make_env
     from omnigym.policies.chunking.data import DemoWindows
-    from omnigym.policies.chunking.train import ImitationConfig, train_imitation
 
     tic = time.perf_counter()
     steps = load_dataset_steps(DATASET_ID)

@@ -236,7 +236,7 @@ def train_model(
     from omnigym.core.config import apply_overrides, build_dataclass, load_yaml
     from omnigym.core.registry import WORLD_MODELS
     from omnigym.platform.experiment import config_dir
-    from omnigym.world_models.diffusion import fit_diffusion_world_model
+    from omnigym.world_models.diffusion_data import fit_diffusion_world_model
 
     cls = WORLD_MODELS.get("diffusion")
     settings = apply_overrides(load_yaml(config_dir() / "world_model" / "diffusion.yaml"), overrides)

@@ -8,7 +8,7 @@
    from; 50 episodes at noise 0.1 gave 42 %.) They are written as a
    Minari dataset with :func:`~omnigym.platform.datasets.collect_dataset` (in a temporary
    ``$MINARI_DATASETS_PATH``).
-2. Behaviour cloning with :func:`~omnigym.policies.chunking.train.imitate_dataset` of ``flow``
+2. Behaviour cloning with :func:`~omnigym.platform.trainers.imitation.imitate_dataset` of ``flow``
    (conditional flow matching, 10 Euler steps) with a small U-Net and short chunks (``POLICY``).
 3. Fine-tuning a copy of it (its EMA weights) with ``rl_chain: true`` (Flow-GRPO: an Euler step
    becomes an SDE step, a part with its Gaussian log-probability) by omnigym's ``grpo``
@@ -191,7 +191,7 @@ def evaluate(policy: Any, episodes: int, deterministic: bool = True, seed: int =
 
 def behaviour_cloning(steps: int, seed: int) -> tuple[Any, float]:
     """``flow`` cloned from the demonstrations; the policy and the training time (s)."""
-    from omnigym.policies.chunking.train import ImitationConfig, imitate_dataset
+    from omnigym.platform.trainers.imitation import ImitationConfig, imitate_dataset
 
     config = ImitationConfig(
         steps=steps, batch_size=64, learning_rate=BC_LEARNING_RATE, warmup_steps=100, log_every=0, seed=seed

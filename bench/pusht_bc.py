@@ -3,7 +3,7 @@
 1. Demonstrations: ``pusht_expert`` (deterministic) pushes the T on ``omnigym/PushT-v0`` (state
    observations); the episodes are written as a Minari dataset with
    :func:`~omnigym.platform.datasets.collect_dataset` (in a temporary ``$MINARI_DATASETS_PATH``).
-2. Behaviour cloning with :func:`~omnigym.policies.chunking.train.imitate_dataset` of ``diffusion``
+2. Behaviour cloning with :func:`~omnigym.platform.trainers.imitation.imitate_dataset` of ``diffusion``
    (DDPM, 10-step DDIM sampling) and ``meanflow`` (one network call per chunk): same U-Net, same
    data, same optimiser settings (AdamW, cosine schedule, EMA), same number of steps.
 3. Evaluation from a fixed seed (deterministic acting): success rate and mean final coverage of
@@ -128,7 +128,7 @@ def train_policy(name: str, imitation: dict[str, Any], out: str, device: str) ->
 
     Runs in the bench's process or in a worker process (``--jobs``), hence plain arguments.
     """
-    from omnigym.policies.chunking.train import ImitationConfig, imitate_dataset
+    from omnigym.platform.trainers.imitation import ImitationConfig, imitate_dataset
 
     if imitation["log_every"]:  # hours of training: show the imitation log and progress evaluations
         logging.basicConfig(level=logging.INFO, format=f"[{name}] %(message)s", force=True)

@@ -73,8 +73,8 @@ def supervised(model: Path, out: Path) -> tuple[float, list[tuple[int, float]]]:
     import torch
 
     from omnigym.platform.datasets import load_dataset_steps
+    from omnigym.platform.trainers.vlm_sft import SFTConfig, answer_targets, supervised_finetune
     from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig
-    from omnigym.policies.vlm.sft import SFTConfig, answer_targets, supervised_finetune
 
     dataset = minari.load_dataset(DATASET_ID)
     torch.manual_seed(0)

@@ -4,6 +4,12 @@ Configs pick a class by its registered ``type:`` name, never by import path. Ent
 ``"module:Class"`` strings so that a heavy dependency (transformers, diffusers) is only imported
 when its class is used. Third-party packages add entries through the Python entry-point groups
 ``omnigym.policies``, ``omnigym.algorithms`` and ``omnigym.world_models``.
+
+:data:`ENV_BACKENDS` maps names to ``"module:function"`` strings the same way: the functions
+that build an env, or a part of one, in another room (the adapter for other packages' envs,
+Isaac Lab, a world model standing in for an env, the driving env's learned traffic). Whoever
+needs one looks it up by name, so ``platform/vec_env.py`` imports no env family or world model
+and no env imports a world model (``tests/test_layers.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ class RegistryError(KeyError):
 
 
 class Registry:
-    """A lazy mapping from names to classes.
+    """A lazy mapping from names to classes (or, for :data:`ENV_BACKENDS`, functions).
 
     Args:
         kind: what the entries are ("policy", "algorithm", ...), used in error messages.
@@ -50,6 +56,13 @@ class Registry:
         """All registered names, sorted."""
         self._scan_entry_points()
         return sorted(set(self._targets) | set(self._loaded))
+
+    def target(self, name: str) -> str | None:
+        """The ``"module:Class"`` string registered as ``name`` (None for a class registered as such)."""
+        self._scan_entry_points()
+        if name not in self._targets and name not in self._loaded:
+            raise RegistryError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names()) or '(none)'}")
+        return self._targets.get(name)
 
     def __contains__(self, name: object) -> bool:
         return name in self.names()
@@ -86,6 +99,8 @@ class Registry:
 POLICIES = Registry("policy", "omnigym.policies")
 ALGORITHMS = Registry("algorithm", "omnigym.algorithms")
 WORLD_MODELS = Registry("world model", "omnigym.world_models")
+ENV_BACKENDS = Registry("env backend")
+"""Functions that build envs or parts of them, by name (module docstring); no entry-point group."""
 
 # Built-in entries. One line per class; the module is imported only when the name is used.
 POLICIES.register("mlp", "omnigym.policies.mlp:MLPPolicy")
@@ -132,3 +147,12 @@ WORLD_MODELS.register("ensemble", "omnigym.world_models.ensemble:EnsembleDynamic
 WORLD_MODELS.register("traffic", "omnigym.world_models.driving:TrafficWorldModel")
 WORLD_MODELS.register("diffusion", "omnigym.world_models.diffusion:DiffusionWorldModel")
 WORLD_MODELS.register("rssm", "omnigym.world_models.rssm:RSSMWorldModel")
+# Env backends: "module:function". `real`: one env of a Gymnasium id (other packages' envs through
+# omnigym's observation adapter); `real_vector`: an env's own batched implementation (Gymnasium's
+# vector entry point); `isaaclab`: an Isaac Lab task; `world_model`: a saved world model standing in
+# for an env (`env.backend: world_model`); `learned_traffic`: the driving env's `traffic="learned"`.
+ENV_BACKENDS.register("real", "omnigym.envs.manipulation.adapters:make_adapted_env")
+ENV_BACKENDS.register("real_vector", "omnigym.envs.manipulation.adapters:make_adapted_vec_env")
+ENV_BACKENDS.register("isaaclab", "omnigym.envs.manipulation.isaaclab:make_isaaclab_vec_env")
+ENV_BACKENDS.register("world_model", "omnigym.world_models.env:make_world_model_vec_env")
+ENV_BACKENDS.register("learned_traffic", "omnigym.world_models.driving:load_traffic_agents")

@@ -27,11 +27,14 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from omnigym.platform.scores import D4RL_REFERENCE_RETURNS, normalized_score
+
+if TYPE_CHECKING:
+    from omnigym.platform.trainers.off_policy import OffPolicyTrainer
 
 LOCOMOTION_ENVS = {"halfcheetah": "HalfCheetah-v5", "hopper": "Hopper-v5", "walker2d": "Walker2d-v5"}
 KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
@@ -162,31 +165,11 @@ def behaviour_policies(task: str, config: RecipeConfig, quick: bool, need_expert
     index: dict[str, Any] = json.loads(index_path.read_text()) if index_path.is_file() else {}
     if "medium" in index and (not need_expert or "expert" in index):
         return index
-    from omnigym.platform.experiment import build_experiment
-    from omnigym.platform.trainers.off_policy import OffPolicyTrainer
-
-    env_id = LOCOMOTION_ENVS[task]
     expert_return = D4RL_REFERENCE_RETURNS[task][1]
     medium_target = config.medium_fraction * expert_return
     expert_target = config.expert_fraction * expert_return
     budget = config.expert_budget if need_expert else config.medium_budget
-    experiment = build_experiment(
-        {
-            "name": f"sac_{task}_behaviour",
-            "seed": config.seed,
-            "trainer": "off_policy",
-            "total_steps": budget,
-            "run_dir": str(root / "sac_run"),
-            "env": {"id": env_id, "num_envs": 1},
-            "policy": {"type": "mlp", "hidden_sizes": [256, 256], "activation": "relu",
-                       "action_head": "squashed_gaussian", "ortho_init": False},
-            "algo": {"type": "sac", "learning_starts": 5_000, "normalize_obs": False},
-            "eval": {"every_steps": config.eval_every, "episodes": 5},
-            "log": {"every_steps": config.eval_every, "progress": True, "tensorboard": False},
-        }
-    )  # fmt: skip
-    shutil.rmtree(root / "sac_run", ignore_errors=True)
-    trainer = OffPolicyTrainer(experiment, root / "sac_run")
+    trainer = _sac_trainer(task, config, root / "sac_run", budget)
 
     def record(kind: str) -> None:
         assert trainer.last_eval is not None
@@ -223,20 +206,49 @@ def behaviour_policies(task: str, config: RecipeConfig, quick: bool, need_expert
     if "medium" not in index:
         record("medium")
     if need_expert and "expert" not in index:  # the budget ended first: the run's best policy
-        best = trainer.best_eval or trainer.last_eval or {}
-        path = root / "expert"
-        shutil.rmtree(path, ignore_errors=True)
-        shutil.copytree(root / "sac_run" / "best_policy", path)
-        value = best.get("return_mean", float("nan"))
-        index["expert"] = {
-            "path": str(path),
-            "eval_return": value,
-            "sac_steps": int(best.get("step", trainer.steps)),
-            "normalized_score": normalized_score(task, value),
-        }
+        index["expert"] = _best_policy_as_expert(trainer, task, root)
     root.mkdir(parents=True, exist_ok=True)
     index_path.write_text(json.dumps(index, indent=2))
     return index
+
+
+def _sac_trainer(task: str, config: RecipeConfig, run_dir: Path, budget: int) -> OffPolicyTrainer:
+    """A fresh SAC run (``off_policy`` trainer, ``budget`` env steps) on the task's env in ``run_dir``."""
+    from omnigym.platform.experiment import build_experiment
+    from omnigym.platform.trainers.off_policy import OffPolicyTrainer
+
+    experiment = build_experiment(
+        {
+            "name": f"sac_{task}_behaviour",
+            "seed": config.seed,
+            "trainer": "off_policy",
+            "total_steps": budget,
+            "run_dir": str(run_dir),
+            "env": {"id": LOCOMOTION_ENVS[task], "num_envs": 1},
+            "policy": {"type": "mlp", "hidden_sizes": [256, 256], "activation": "relu",
+                       "action_head": "squashed_gaussian", "ortho_init": False},
+            "algo": {"type": "sac", "learning_starts": 5_000, "normalize_obs": False},
+            "eval": {"every_steps": config.eval_every, "episodes": 5},
+            "log": {"every_steps": config.eval_every, "progress": True, "tensorboard": False},
+        }
+    )  # fmt: skip
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return OffPolicyTrainer(experiment, run_dir)
+
+
+def _best_policy_as_expert(trainer: OffPolicyTrainer, task: str, root: Path) -> dict[str, Any]:
+    """Copy the SAC run's best policy to ``root/expert``; its index entry."""
+    best = trainer.best_eval or trainer.last_eval or {}
+    path = root / "expert"
+    shutil.rmtree(path, ignore_errors=True)
+    shutil.copytree(root / "sac_run" / "best_policy", path)
+    value = best.get("return_mean", float("nan"))
+    return {
+        "path": str(path),
+        "eval_return": value,
+        "sac_steps": int(best.get("step", trainer.steps)),
+        "normalized_score": normalized_score(task, value),
+    }
 
 
 def _write_replay(trainer: Any, task: str, config: RecipeConfig, quick: bool) -> None:

@@ -287,17 +287,10 @@ def collect_dataset(
             with this id exists already.
     """
     try:
-        import minari
         from minari.storage import get_dataset_path
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise ImportError("collecting datasets needs minari: pip install 'omnigym[offline]'") from exc
-    sources = [PolicySource(policy, 1.0, deterministic)] if isinstance(policy, Policy) else list(policy)
-    if episodes < 1:
-        raise ValueError(f"episodes must be >= 1, got {episodes}")
-    if steps is not None and (steps < 1 or len(sources) != 1):
-        raise ValueError("collecting by steps needs steps >= 1 and a single policy")
-    if not sources or not math.isclose(sum(s.fraction for s in sources), 1.0, abs_tol=1e-6):
-        raise ValueError("the policies' fractions must sum to 1")
+    sources = _checked_sources(policy, deterministic, episodes, steps)
     path = get_dataset_path(dataset_id)
     if path.exists():
         raise ValueError(f"Minari dataset {dataset_id!r} exists already; delete it or pick another id")
@@ -306,39 +299,13 @@ def collect_dataset(
     assignment = assign_episodes([s.fraction for s in sources], episodes)
     labels = [s.label for s in sources]
     try:
-        if steps is None:
-            episodes_shown = progress(
-                enumerate(assignment), len(assignment), f"collect {env_id}", unit="episode"
-            )
-            recorded = [_record_episode(sources[k], env, seed + i) for i, k in episodes_shown]
-        else:
-            recorded = []
-            with TaskProgress(steps, f"collect {env_id}", unit="step") as bar:
-                while (done := sum(r.metadata["length"] for r in recorded)) < steps:
-                    recorded.append(_record_episode(sources[0], env, seed + len(recorded)))
-                    bar.update(min(recorded[-1].metadata["length"], steps - done))
+        recorded = _record_episodes(sources, env, env_id, assignment, seed, steps)
+        if steps is not None:
             episodes, assignment = len(recorded), [0] * len(recorded)
-        spec = env.env.spec  # the made env's, without this wrapper
-        if spec is not None:  # a user re-making the env from the dataset gets no privileged keys
-            spec = dataclasses.replace(
-                spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "privileged"}
-            )
         mix = ", ".join(f"{s.label} {s.fraction:g}" for s in sources)
+        description = description or f"{episodes} episodes of {mix} on {env_id}"
         try:
-            dataset = minari.create_dataset_from_buffers(
-                dataset_id=dataset_id,
-                buffer=[r.buffer for r in recorded],
-                env=spec,
-                eval_env=spec,
-                observation_space=env.observation_space,
-                action_space=env.action_space,
-                algorithm_name=",".join(labels),
-                author="omnigym",
-                code_permalink="https://github.com/omnigym/omnigym",
-                description=description or f"{episodes} episodes of {mix} on {env_id}",
-                jpeg_encoding=jpeg_images,
-            )
-            dataset.storage.update_episode_metadata([r.metadata for r in recorded], range(episodes))
+            _create_minari_dataset(dataset_id, env, recorded, ",".join(labels), description, jpeg_images)
         except BaseException:
             shutil.rmtree(path, ignore_errors=True)  # a half-written dataset would block its id
             raise
@@ -354,6 +321,73 @@ def collect_dataset(
         success_rate=float(np.mean(successes)) if len(successes) == episodes else None,
         episodes_per_policy={label: sum(labels[k] == label for k in assignment) for label in labels},
     )
+
+
+def _checked_sources(
+    policy: Policy | Sequence[PolicySource], deterministic: bool, episodes: int, steps: int | None
+) -> list[PolicySource]:
+    """The sources :func:`collect_dataset` records with, after checking its counts and mix."""
+    sources = [PolicySource(policy, 1.0, deterministic)] if isinstance(policy, Policy) else list(policy)
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if steps is not None and (steps < 1 or len(sources) != 1):
+        raise ValueError("collecting by steps needs steps >= 1 and a single policy")
+    if not sources or not math.isclose(sum(s.fraction for s in sources), 1.0, abs_tol=1e-6):
+        raise ValueError("the policies' fractions must sum to 1")
+    return sources
+
+
+def _record_episodes(
+    sources: Sequence[PolicySource],
+    env: HidePrivileged,
+    env_id: str,
+    assignment: Sequence[int],
+    seed: int,
+    steps: int | None,
+) -> list[_Recorded]:
+    """Episode ``i`` recorded by ``sources[assignment[i]]`` with seed ``seed + i``.
+
+    With ``steps``, whole episodes of the first source until at least that many steps instead.
+    """
+    if steps is None:
+        episodes_shown = progress(enumerate(assignment), len(assignment), f"collect {env_id}", unit="episode")
+        return [_record_episode(sources[k], env, seed + i) for i, k in episodes_shown]
+    recorded: list[_Recorded] = []
+    with TaskProgress(steps, f"collect {env_id}", unit="step") as bar:
+        while (done := sum(r.metadata["length"] for r in recorded)) < steps:
+            recorded.append(_record_episode(sources[0], env, seed + len(recorded)))
+            bar.update(min(recorded[-1].metadata["length"], steps - done))
+    return recorded
+
+
+def _create_minari_dataset(
+    dataset_id: str,
+    env: HidePrivileged,
+    recorded: Sequence[_Recorded],
+    algorithm_name: str,
+    description: str,
+    jpeg_images: bool,
+) -> None:
+    """Write ``recorded`` as Minari dataset ``dataset_id``, each episode's metadata included."""
+    import minari
+
+    spec = env.env.spec  # the made env's, without this wrapper
+    if spec is not None:  # a user re-making the env from the dataset gets no privileged keys
+        spec = dataclasses.replace(spec, kwargs={k: v for k, v in spec.kwargs.items() if k != "privileged"})
+    dataset = minari.create_dataset_from_buffers(
+        dataset_id=dataset_id,
+        buffer=[r.buffer for r in recorded],
+        env=spec,
+        eval_env=spec,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        algorithm_name=algorithm_name,
+        author="omnigym",
+        code_permalink="https://github.com/omnigym/omnigym",
+        description=description,
+        jpeg_encoding=jpeg_images,
+    )
+    dataset.storage.update_episode_metadata([r.metadata for r in recorded], range(len(recorded)))
 
 
 def write_episodes_dataset(

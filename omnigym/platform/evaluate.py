@@ -373,19 +373,24 @@ def evaluate_policy(
     if module is not None:
         module.eval()  # no dropout / batch-norm updates while evaluating
     try:
-        if reset is not None:
-            reset()
-        for slot in range(runner.num_slots):
-            runner.start(slot)
-        while runner.active():
-            started = runner.step(_as_batch(act(runner.batch_obs())))
-            if reset is not None and started.any():
-                reset(torch.from_numpy(started))
-        return runner.result()
+        return _run_episodes(runner, act, reset)
     finally:
         runner.close()
         if module is not None and was_training:
             module.train()
+
+
+def _run_episodes(runner: _EpisodeRunner, act: ActionFn, reset: Callable[..., Any] | None) -> EvalResult:
+    """Drive ``runner`` until every episode has finished, resetting the policy's finished slots."""
+    if reset is not None:
+        reset()
+    for slot in range(runner.num_slots):
+        runner.start(slot)
+    while runner.active():
+        started = runner.step(_as_batch(act(runner.batch_obs())))
+        if reset is not None and started.any():
+            reset(torch.from_numpy(started))
+    return runner.result()
 
 
 def evaluate_torch_env(

@@ -1,4 +1,9 @@
-"""Vector envs for omnigym: one function builds them, with the autoreset mode chosen explicitly."""
+"""Vector envs for omnigym: one function builds them, with the autoreset mode chosen explicitly.
+
+The concrete backends (other packages' envs through omnigym's adapter, Isaac Lab, a world model
+standing in for the env) are found by name in :data:`~omnigym.core.registry.ENV_BACKENDS`: this
+module imports no env family and no world model (``tests/test_layers.py``).
+"""
 
 from __future__ import annotations
 
@@ -23,9 +28,9 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from omnigym.core.registry import ENV_BACKENDS
 from omnigym.core.vector import TorchVectorEnv
 from omnigym.envs.wrappers import VectorObservationDict, as_omnigym_env
-from omnigym.world_models.env import WorldModelEnvConfig, WorldModelVectorEnv
 
 AutoresetName = Literal["same_step", "next_step", "disabled"]
 AUTORESET_MODES: dict[str, AutoresetMode] = {
@@ -33,6 +38,48 @@ AUTORESET_MODES: dict[str, AutoresetMode] = {
     "next_step": AutoresetMode.NEXT_STEP,
     "disabled": AutoresetMode.DISABLED,
 }
+LIVE = "live"
+"""``world_model.start_states`` value: start every episode from a fresh reset of the real env."""
+Source = Literal["learned", "known"]
+"""Where a world-model env's rewards or terminations come from: the model, or the env's exact function."""
+
+
+@dataclass
+class WorldModelEnvConfig:
+    """A world model standing in for the real env (``env.backend: world_model``).
+
+    It is built by :class:`~omnigym.world_models.env.WorldModelVectorEnv` (``from_config``).
+    """
+
+    model: str = ""
+    """Folder of a saved world model (``WorldModel.save_pretrained``)."""
+    start_states: str = LIVE
+    """A Minari dataset id whose observations are sampled as start states, or ``live``: reset
+    a real copy of the env (with the reset's seeds) and start from its first observation."""
+    horizon: int | None = None
+    """Truncate an episode after this many model steps. None: ``env.max_episode_steps``, else
+    the real env's time limit."""
+    reward: Source = "learned"
+    """``learned``: the model's reward; ``known``: the env's exact reward function (known.py)."""
+    termination: Source = "learned"
+    """``learned``: the model's termination; ``known``: the env's exact one (known.py)."""
+    uncertainty_penalty: float = 0.0
+    """MOPO's lambda: every reward becomes ``reward - lambda * uncertainty``."""
+    max_uncertainty: float | None = None
+    """Truncate (not terminate) a row whose step uncertainty exceeds this."""
+    report_uncertainty: bool = False
+    """Put the model's uncertainty in every step's info even when neither setting above needs it.
+    Off by default: an ensemble then runs only the member each row uses, several times faster."""
+    device: str = "cpu"
+    """Where the model runs (``auto`` prefers CUDA)."""
+
+    def __post_init__(self) -> None:
+        if self.horizon is not None and self.horizon < 1:
+            raise ValueError(f"world_model.horizon must be >= 1, got {self.horizon}")
+        if self.uncertainty_penalty < 0:
+            raise ValueError(f"world_model.uncertainty_penalty must be >= 0, got {self.uncertainty_penalty}")
+        if self.max_uncertainty is not None and self.max_uncertainty <= 0:
+            raise ValueError(f"world_model.max_uncertainty must be > 0, got {self.max_uncertainty}")
 
 
 @dataclass
@@ -177,7 +224,8 @@ def make_env(
 ) -> gym.Env:
     """One env with a ``Dict`` observation space (plain boxes become ``{"state"}``/``{"image"}``).
 
-    Envs of other packages go through omnigym's adapter (``omnigym.envs.manipulation.adapters``).
+    Envs of other packages go through omnigym's adapter (the ``real`` env backend,
+    ``omnigym.envs.manipulation.adapters``).
 
     Raises:
         EnvArgumentError: an unknown id, or a keyword argument the env does not take.
@@ -189,9 +237,8 @@ def make_env(
 
 def _make_single(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
     """``gym.make``, through the adapter where the env needs one (module level: picklable)."""
-    from omnigym.envs.manipulation.adapters import make_adapted_env
-
-    return make_adapted_env(env_id, kwargs)
+    env: gym.Env = ENV_BACKENDS.build("real", env_id, kwargs)
+    return env
 
 
 def _gym_make_kwargs(render_mode: str | None, max_episode_steps: int | None, kwargs: dict) -> dict:
@@ -248,21 +295,7 @@ def _make_numpy_vec_env(
     """The sync, async or batched (``vector``) env of ``config``, as Gymnasium makes it."""
     mode = AUTORESET_MODES[config.autoreset_mode]
     if config.vectorization == "vector":
-        from omnigym.envs.manipulation.adapters import prepare_provider, split_adapter_kwargs
-
-        prepare_provider(config.id)  # another package's batched env: import it, apply its fix
-        if split_adapter_kwargs(config.id, kwargs)[1] is not None:
-            raise ValueError(
-                f"obs_keys/image_size/instruction adapt single {config.id} envs: "
-                "use env.vectorization sync or async"
-            )
-        envs = gym.make_vec(
-            config.id,
-            num_envs=config.num_envs,
-            vectorization_mode="vector_entry_point",
-            autoreset_mode=mode,
-            **kwargs,
-        )
+        envs = ENV_BACKENDS.build("real_vector", config.id, config.num_envs, mode, kwargs)
     elif config.vectorization == "async":
         envs = _make_async(config, kwargs, mode, copy_observations)
     else:
@@ -277,13 +310,15 @@ def _make_world_model(config: EnvConfig) -> gym.vector.VectorEnv:
         raise ValueError(
             "env.backend world_model resets finished rows itself: set env.autoreset_mode same_step"
         )
-    return WorldModelVectorEnv.from_config(
+    envs: gym.vector.VectorEnv = ENV_BACKENDS.build(
+        "world_model",
         config.world_model,
         config.num_envs,
         env_id=config.id,
         env_kwargs=config.kwargs,
         max_episode_steps=config.max_episode_steps,
     )
+    return envs
 
 
 def _make_async(
@@ -380,10 +415,9 @@ def _make_isaaclab(config: EnvConfig, render_mode: str | None) -> TorchVectorEnv
         )
     if config.max_episode_steps is not None:
         raise ValueError(f"{config.id}: set the episode length in the task config (episode_length_s)")
-    from omnigym.envs.manipulation.isaaclab import make_isaaclab_vec_env
-
     kwargs = {**config.kwargs, **({"render_mode": render_mode} if render_mode else {})}
-    return make_isaaclab_vec_env(config.id, num_envs=config.num_envs, **kwargs)
+    envs: TorchVectorEnv = ENV_BACKENDS.build("isaaclab", config.id, num_envs=config.num_envs, **kwargs)
+    return envs
 
 
 def autoreset_mode(envs: gym.vector.VectorEnv) -> AutoresetMode:

@@ -32,25 +32,29 @@ Design decisions, and why:
   ``actions`` before the current one (float ``[B, L - 1, A]``). ``reset`` replicates the start
   frame ``L`` times (or takes a real history given under ``image_history``/``action_history``).
 * Training data: transitions carry their history in the observation dict (``image_history``,
-  ``action_history``; :func:`history_transitions` builds them from episodes with the same
-  padding as ``reset``), so ``train_step`` keeps the ``TransitionBatch`` interface. omnigym's
-  ``ReplayBuffer`` stores ``Box`` actions and single frames only, hence
-  :func:`fit_diffusion_world_model` over episodes instead of ``fit_world_model`` over a buffer.
+  ``action_history``; :func:`~omnigym.world_models.diffusion_data.history_transitions` builds
+  them from episodes with the same padding as ``reset``), so ``train_step`` keeps the
+  ``TransitionBatch`` interface. omnigym's ``ReplayBuffer`` stores ``Box`` actions and single
+  frames only, hence :func:`~omnigym.world_models.diffusion_data.fit_diffusion_world_model` over
+  episodes instead of ``fit_world_model`` over a buffer.
 * Rewards are classified into ``sign(r)`` (3 classes) and terminations into 2, and ``step``
   samples both from the predicted categoricals with the caller's generator, as DIAMOND does in
   imagination (``sample_reward_end: false`` takes the argmax). The model's reward is therefore a
   sign in ``{-1, 0, 1}``: exact for games whose rewards are signs (FrozenLake, Maze).
 * No uncertainty is reported: ``WorldModelVectorEnv`` settings that need one raise.
+
+This module holds the settings and the model (its inputs, sampler, training and simulation
+steps); the equations live in :mod:`~omnigym.world_models.diffusion_edm`, the networks in
+:mod:`~omnigym.world_models.diffusion_networks` and the history transitions and the fit in
+:mod:`~omnigym.world_models.diffusion_data`.
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,17 +64,18 @@ from torch import Tensor, nn
 
 from omnigym.core.types import OBS_IMAGE, Obs, TransitionBatch
 from omnigym.world_models.base import StepResult, WorldModel, WorldModelConfig
-from omnigym.world_models.training import split_holdout, take_rows
+from omnigym.world_models.diffusion_data import HISTORY_ACTIONS, HISTORY_FRAMES, NO_ACTION, action_dim
+from omnigym.world_models.diffusion_edm import (
+    edm_coefficients,
+    frames_to_unit,
+    karras_sigmas,
+    quantize,
+    reward_class,
+    sample_training_sigma,
+    unit_to_frames,
+)
+from omnigym.world_models.diffusion_networks import Denoiser, RewardEndHead
 
-logger = logging.getLogger(__name__)
-
-HISTORY_FRAMES = "image_history"
-"""Observation key of a transition's context frames: uint8 ``[B, L, H, W, C]``, oldest first,
-the last being ``obs["image"]``."""
-HISTORY_ACTIONS = "action_history"
-"""Observation key of the actions before the transition's own: float ``[B, L - 1, A]``."""
-NO_ACTION = -1.0
-"""A discrete history entry before the episode's first step ("no action yet")."""
 EVAL_SAMPLE_ROWS = 64
 """Rows of a held-out batch on which ``evaluate`` samples next frames (3 U-Net calls each)."""
 
@@ -140,192 +145,6 @@ class DiffusionWorldModelConfig(WorldModelConfig):
             raise ValueError("learning_rate must be > 0 and warmup_steps >= 0")
 
 
-# --- the EDM maths -----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class EDMCoefficients:
-    """Karras et al. (2022) preconditioning at ``sigma_eff``; every field has ``sigma``'s shape."""
-
-    c_in: Tensor
-    c_skip: Tensor
-    c_out: Tensor
-    c_noise: Tensor
-
-
-def edm_coefficients(sigma: Tensor, sigma_data: float = 0.5, sigma_offset: float = 0.3) -> EDMCoefficients:
-    """The preconditioning of the module docstring, with DIAMOND's offset noise in ``sigma_eff``."""
-    sigma_eff = torch.sqrt(sigma**2 + sigma_offset**2)
-    total = sigma_eff**2 + sigma_data**2
-    return EDMCoefficients(
-        c_in=1 / torch.sqrt(total),
-        c_skip=sigma_data**2 / total,
-        c_out=sigma_eff * sigma_data / torch.sqrt(total),
-        c_noise=torch.log(sigma_eff) / 4,
-    )
-
-
-def karras_sigmas(num_steps: int, sigma_min: float, sigma_max: float, rho: float) -> Tensor:
-    """Karras et al. (2022) eq. 5 sigmas from ``sigma_max`` to ``sigma_min``, then 0. Shape: [N + 1]."""
-    if num_steps == 1:
-        ramp = torch.zeros(1, dtype=torch.float64)
-    else:
-        ramp = torch.linspace(0, 1, num_steps, dtype=torch.float64)
-    inv_max, inv_min = sigma_max ** (1 / rho), sigma_min ** (1 / rho)
-    sigmas = (inv_max + ramp * (inv_min - inv_max)) ** rho
-    return torch.cat([sigmas, sigmas.new_zeros(1)]).float()
-
-
-def quantize(x: Tensor) -> Tensor:
-    """``x`` clipped to ``[-1, 1]`` and rounded to the nearest of the 256 levels of an 8-bit image.
-
-    DIAMOND truncates (``.byte()``); rounding maps every 8-bit image to itself.
-    """
-    return torch.round((x.clamp(-1, 1) + 1) * 127.5) / 127.5 - 1
-
-
-def sample_training_sigma(
-    num: int, config: DiffusionWorldModelConfig, generator: torch.Generator | None
-) -> Tensor:
-    """``exp(N(loc, scale^2))`` clipped to ``[train_sigma_min, train_sigma_max]``. Shape: [num]."""
-    device = generator.device if generator is not None else None
-    log_sigma = torch.randn(num, generator=generator, device=device) * config.train_sigma_scale
-    return (log_sigma + config.train_sigma_loc).exp().clamp(config.train_sigma_min, config.train_sigma_max)
-
-
-def frames_to_unit(frames: Tensor) -> Tensor:
-    """uint8 frames ``[..., H, W, C]`` as float ``[..., C, H, W]`` in ``[-1, 1]``."""
-    return frames.movedim(-1, -3).float() / 127.5 - 1
-
-
-def unit_to_frames(x: Tensor) -> Tensor:
-    """Float ``[..., C, H, W]`` in ``[-1, 1]`` as uint8 frames ``[..., H, W, C]`` (rounded)."""
-    return torch.round((x.clamp(-1, 1) + 1) * 127.5).to(torch.uint8).movedim(-3, -1)
-
-
-def reward_class(rewards: Tensor) -> Tensor:
-    """``sign(r) + 1``: class 0 for negative, 1 for zero, 2 for positive rewards. Shape: rewards'."""
-    return (torch.sign(rewards) + 1).long()
-
-
-# --- the networks ------------------------------------------------------------------------------
-class ActionEncoder(nn.Module):
-    """Embeds an action history ``[B, L, A]`` as one vector ``[B, L * embed_dim]``.
-
-    Discrete actions index an embedding with an extra "no action" row (``NO_ACTION``); Box
-    actions go through a linear layer.
-    """
-
-    def __init__(self, action_space: spaces.Space, embed_dim: int) -> None:
-        super().__init__()
-        self.discrete = isinstance(action_space, spaces.Discrete)
-        self.num_actions = int(action_space.n) if isinstance(action_space, spaces.Discrete) else 0
-        if self.discrete:
-            self.embed: nn.Module = nn.Embedding(self.num_actions + 1, embed_dim)  # the last row: no action
-        else:
-            self.embed = nn.Linear(int(math.prod(action_space.shape or (1,))), embed_dim)
-
-    def forward(self, actions: Tensor) -> Tensor:
-        """Shape: [B, L, A] -> [B, L * embed_dim]."""
-        if self.discrete:
-            index = actions[..., 0].long()
-            embedded = self.embed(torch.where(index < 0, self.num_actions, index))
-        else:
-            embedded = self.embed(actions.float())
-        return embedded.flatten(1)
-
-
-class FourierFeatures(nn.Module):
-    """``[cos(2 pi w c), sin(2 pi w c)]`` of a scalar with fixed random frequencies ``w ~ N(0, 1)``."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.weight: Tensor
-        self.register_buffer("weight", torch.randn(1, dim // 2))
-
-    def forward(self, value: Tensor) -> Tensor:
-        """Shape: [B] -> [B, 2 * (dim // 2)]."""
-        angle = 2 * math.pi * value[:, None] * self.weight
-        return torch.cat([angle.cos(), angle.sin()], dim=-1)
-
-
-class Denoiser(nn.Module):
-    """``F_theta``: the diffusers U-Net, conditioned on noise level and actions via adaptive group norm."""
-
-    def __init__(
-        self, config: DiffusionWorldModelConfig, image_channels: int, action_space: spaces.Space
-    ) -> None:
-        super().__init__()
-        try:
-            from diffusers import UNet2DModel
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ImportError(
-                "the diffusion world model needs diffusers: install omnigym[diffusion]"
-            ) from exc
-        levels = len(config.channels)
-        self.cond_dim = 4 * config.channels[0]  # diffusers' time-embedding width
-        self.action_encoder = ActionEncoder(action_space, config.action_embed_dim)
-        self.noise_embedding = FourierFeatures(self.cond_dim)
-        self.cond = nn.Sequential(
-            nn.Linear(self.cond_dim + config.num_context_frames * config.action_embed_dim, self.cond_dim),
-            nn.SiLU(),
-            nn.Linear(self.cond_dim, self.cond_dim),
-        )
-        self.unet = UNet2DModel(
-            in_channels=image_channels * (config.num_context_frames + 1),
-            out_channels=image_channels,
-            block_out_channels=config.channels,
-            layers_per_block=config.layers_per_block,
-            down_block_types=("DownBlock2D",) * levels,
-            up_block_types=("UpBlock2D",) * levels,
-            norm_num_groups=config.norm_groups,
-            class_embed_type="identity",  # our conditioning vector is added to the time embedding
-            resnet_time_scale_shift="scale_shift",  # adaptive group norm
-            add_attention=False,
-        )
-
-    def forward(self, noisy_in: Tensor, c_noise: Tensor, context: Tensor, actions: Tensor) -> Tensor:
-        """``F(c_in * x~, c_noise, context, actions)``.
-
-        Args:
-            noisy_in: ``c_in * x~``. Shape: [B, C, H, W].
-            c_noise: Shape: [B].
-            context: past frames / sigma_data, stacked on channels. Shape: [B, L * C, H, W].
-            actions: Shape: [B, L, A].
-
-        Returns:
-            Shape: [B, C, H, W].
-        """
-        cond = self.cond(torch.cat([self.noise_embedding(c_noise), self.action_encoder(actions)], dim=-1))
-        timestep = torch.zeros(noisy_in.shape[0], device=noisy_in.device)
-        unet = cast(Callable[..., Any], self.unet)  # diffusers' decorated forward confuses mypy
-        return unet(torch.cat([noisy_in, context], dim=1), timestep, class_labels=cond).sample
-
-
-class RewardEndHead(nn.Module):
-    """A small CNN over (past frames, next frame) and the actions: reward-sign and termination logits."""
-
-    def __init__(
-        self, config: DiffusionWorldModelConfig, image_channels: int, action_space: spaces.Space
-    ) -> None:
-        super().__init__()
-        widths = [image_channels * (config.num_context_frames + 1), *config.reward_end_channels]
-        layers: list[nn.Module] = []
-        for a, b in itertools.pairwise(widths):
-            layers += [nn.Conv2d(a, b, kernel_size=4, stride=2, padding=1), nn.SiLU()]
-        self.cnn = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(4), nn.Flatten())
-        self.action_encoder = ActionEncoder(action_space, config.action_embed_dim)
-        features = 16 * widths[-1] + config.num_context_frames * config.action_embed_dim
-        self.mlp = nn.Sequential(
-            nn.Linear(features, config.reward_end_hidden), nn.SiLU(), nn.Linear(config.reward_end_hidden, 5)
-        )
-
-    def forward(self, context: Tensor, next_frame: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
-        """Shapes: context [B, L * C, H, W], next_frame [B, C, H, W], actions [B, L, A] -> [B, 3], [B, 2]."""
-        features = self.cnn(torch.cat([context, next_frame], dim=1))
-        logits = self.mlp(torch.cat([features, self.action_encoder(actions)], dim=-1))
-        return logits[:, :3], logits[:, 3:]
-
-
-# --- the world model ---------------------------------------------------------------------------
 def _image_shape(observation_space: spaces.Dict) -> tuple[int, int, int]:
     """``(H, W, C)`` of the ``image`` key, after checking it is the only key and uint8."""
     if not isinstance(observation_space, spaces.Dict) or set(observation_space.spaces) != {OBS_IMAGE}:
@@ -339,15 +158,6 @@ def _image_shape(observation_space: spaces.Dict) -> tuple[int, int, int]:
         raise ValueError(f"the {OBS_IMAGE!r} key must be a uint8 Box [H, W, C], got {box}")
     height, width, channels = (int(s) for s in box.shape)
     return height, width, channels
-
-
-def _action_dim(action_space: spaces.Space) -> int:
-    """Width of a stored action: 1 for ``Discrete`` (the index), the flat size for ``Box``."""
-    if isinstance(action_space, spaces.Discrete):
-        return 1
-    if isinstance(action_space, spaces.Box):
-        return int(math.prod(action_space.shape))
-    raise TypeError(f"the diffusion world model takes Discrete or Box actions, got {action_space}")
 
 
 class DiffusionWorldModel(WorldModel):
@@ -370,7 +180,7 @@ class DiffusionWorldModel(WorldModel):
     ) -> None:
         super().__init__(config, observation_space, action_space)
         self.image_shape = _image_shape(observation_space)
-        self.action_dim = _action_dim(action_space)
+        self.action_dim = action_dim(action_space)
         height, width, channels = self.image_shape
         stride = 2 ** (len(config.channels) - 1)
         if height % stride or width % stride:
@@ -535,8 +345,9 @@ class DiffusionWorldModel(WorldModel):
     ) -> dict[str, float]:
         """One AdamW step of the denoiser and one of the reward/termination head on ``batch``.
 
-        ``batch.obs`` must carry the history (:func:`history_transitions`); ``generator`` draws the
-        noise levels and the noise (the global generator when None).
+        ``batch.obs`` must carry the history
+        (:func:`~omnigym.world_models.diffusion_data.history_transitions`); ``generator`` draws
+        the noise levels and the noise (the global generator when None).
         """
         self.train()
         context, actions, target = self._training_inputs(batch)
@@ -675,125 +486,3 @@ class DiffusionWorldModel(WorldModel):
         """``sampler(*args)`` on the generator's device (where it must draw), moved to the model's."""
         device = generator.device if generator is not None else self.device
         return sampler(*args, generator=generator, device=device).to(self.device)
-
-
-# --- data and fitting --------------------------------------------------------------------------
-def history_transitions(
-    episodes: Sequence[Mapping[str, Any]], num_context_frames: int, action_space: spaces.Space
-) -> TransitionBatch:
-    """Every step of ``episodes`` as a transition that carries its frame and action history.
-
-    Args:
-        episodes: Minari layout: ``observations["image"]`` uint8 ``[T + 1, H, W, C]``, ``actions``
-            ``[T]`` (Discrete) or ``[T, ...]`` (Box), ``rewards [T]``, ``terminations [T]``.
-        num_context_frames: ``L``.
-        action_space: the env's action space (decides the padding before the first step).
-
-    Returns:
-        ``obs`` = ``{"image", "image_history" [N, L, H, W, C], "action_history" [N, L - 1, A]}``
-        (before step 0 the first frame is repeated and the actions are "no action", as ``reset``
-        does), ``actions [N, A]``, ``rewards``, ``next_obs["image"]``, ``terminated``.
-    """
-    action_dim = _action_dim(action_space)
-    fill = NO_ACTION if isinstance(action_space, spaces.Discrete) else 0.0
-    pad = num_context_frames - 1
-    parts: dict[str, list[Tensor]] = {
-        k: [] for k in ("frames", "history", "actions", "rewards", "next", "ends")
-    }
-    for episode in episodes:
-        frames = torch.as_tensor(np.asarray(episode["observations"][OBS_IMAGE]))
-        length = len(episode["rewards"])
-        if length == 0:
-            continue
-        actions = torch.as_tensor(np.asarray(episode["actions"]), dtype=torch.float32).reshape(
-            length, action_dim
-        )
-        padded_frames = torch.cat([frames[:1].expand(pad, *frames.shape[1:]), frames])
-        padded_actions = torch.cat([torch.full((pad, action_dim), fill), actions])
-        steps = torch.arange(length)[:, None]
-        parts["frames"].append(padded_frames[steps + torch.arange(num_context_frames)])
-        parts["history"].append(padded_actions[steps + torch.arange(pad)])
-        parts["actions"].append(actions)
-        parts["rewards"].append(torch.as_tensor(np.asarray(episode["rewards"]), dtype=torch.float32))
-        parts["next"].append(frames[1 : length + 1])
-        parts["ends"].append(torch.as_tensor(np.asarray(episode["terminations"]), dtype=torch.float32))
-    if not parts["rewards"]:
-        raise ValueError("history_transitions needs at least one non-empty episode")
-    data = {k: torch.cat(v) for k, v in parts.items()}
-    return TransitionBatch(
-        obs={
-            OBS_IMAGE: data["frames"][:, -1],
-            HISTORY_FRAMES: data["frames"],
-            HISTORY_ACTIONS: data["history"],
-        },
-        actions=data["actions"],
-        rewards=data["rewards"],
-        next_obs={OBS_IMAGE: data["next"]},
-        terminated=data["ends"],
-    )
-
-
-def fit_diffusion_world_model(
-    model: DiffusionWorldModel,
-    episodes: Sequence[Mapping[str, Any]],
-    *,
-    max_steps: int,
-    batch_size: int = 32,
-    holdout_fraction: float = 0.05,
-    max_holdout: int = 256,
-    eval_every: int | None = None,
-    seed: int = 0,
-    callback: Callable[[int, dict[str, float]], None] | None = None,
-) -> dict[str, float]:
-    """Train ``model`` for ``max_steps`` minibatches of real transitions (shuffled passes).
-
-    A fixed step budget rather than ``fit_world_model``'s early stopping: the denoising loss is a
-    noisy, sigma-weighted estimate whose plateau says little about sample quality.
-
-    Args:
-        model: the world model.
-        episodes: real episodes (see :func:`history_transitions`).
-        max_steps: optimiser steps (each updates both networks).
-        batch_size: transitions per step.
-        holdout_fraction: share of transitions held out for ``evaluate`` (0: evaluate on training rows).
-        max_holdout: held-out transitions at most.
-        eval_every: evaluate (and call ``callback``) every this many steps; None: only at the end.
-        seed: seeds the split, the minibatch order and the training noise.
-        callback: ``callback(step, metrics)``; otherwise metrics are logged.
-
-    Returns:
-        The final held-out metrics, the last ``eval_every`` window's mean ``train/...`` metrics
-        and ``train/steps``.
-    """
-    if max_steps < 1 or batch_size < 1:
-        raise ValueError(f"max_steps and batch_size must be >= 1, got {max_steps} and {batch_size}")
-    generator = torch.Generator().manual_seed(seed)
-    data = history_transitions(episodes, model.config.num_context_frames, model.action_space)
-    train, holdout = split_holdout(data, holdout_fraction, max_holdout, generator)
-    check = holdout if holdout is not None else take_rows(train, torch.arange(min(len(train), max_holdout)))
-    noise = torch.Generator(device=model.device).manual_seed(seed + 1)
-    order = torch.randperm(len(train), generator=generator)
-    position, window = 0, 0
-    totals: dict[str, float] = {}
-    metrics: dict[str, float] = {}
-    for step in range(1, max_steps + 1):
-        if position + batch_size > len(order):
-            order, position = torch.randperm(len(train), generator=generator), 0
-        idx = order[position : position + batch_size]
-        position += batch_size
-        for name, value in model.train_step(take_rows(train, idx).to(model.device), noise).items():
-            totals[name] = totals.get(name, 0.0) + value
-        window += 1
-        if step == max_steps or (eval_every is not None and step % eval_every == 0):
-            metrics = {name: total / window for name, total in totals.items()}
-            metrics |= model.evaluate(check.to(model.device))
-            totals, window = {}, 0
-            if callback is not None:
-                callback(step, metrics)
-            else:
-                logger.info(
-                    "diffusion world model step %d: %s",
-                    step,
-                    " ".join(f"{k}={v:.4g}" for k, v in metrics.items()),
-                )
-    return {**metrics, "train/steps": float(max_steps)}

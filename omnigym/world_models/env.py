@@ -31,11 +31,9 @@ Decisions, and why:
 from __future__ import annotations
 
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -47,141 +45,15 @@ from torch import Tensor
 
 from omnigym.core.types import OBS_STATE, Obs
 from omnigym.platform.runtime import resolve_device
+from omnigym.platform.vec_env import LIVE, Source, WorldModelEnvConfig, make_env
 from omnigym.world_models.base import WorldModel
 from omnigym.world_models.known import KnownFn, known_reward, known_termination
+from omnigym.world_models.start_states import LiveStartStates, StartStatesArg, load_start_states
 
-LIVE = "live"
-"""``start_states`` value: start every episode from a fresh reset of the real env."""
-Source = Literal["learned", "known"]
-StartStatesArg = str | np.ndarray | Tensor | Mapping[str, Any]
-"""A Minari dataset id, ``"live"``, or observations ``[M, ...]`` (an array under the single
-observation key, or ``key -> [M, ...]``)."""
 _SEED_BOUND = 2**31
 _AUTORESET_STREAM = 0x5EED
 """Entropy mixed into the seed of the generator that draws autoreset seeds, so its stream
 differs from the reset rows' own (which use the seeds ``seed + i``)."""
-
-
-@dataclass
-class WorldModelEnvConfig:
-    """A world model standing in for the real env (``env.backend: world_model``)."""
-
-    model: str = ""
-    """Folder of a saved world model (``WorldModel.save_pretrained``)."""
-    start_states: str = LIVE
-    """A Minari dataset id whose observations are sampled as start states, or ``live``: reset
-    a real copy of the env (with the reset's seeds) and start from its first observation."""
-    horizon: int | None = None
-    """Truncate an episode after this many model steps. None: ``env.max_episode_steps``, else
-    the real env's time limit."""
-    reward: Source = "learned"
-    """``learned``: the model's reward; ``known``: the env's exact reward function (known.py)."""
-    termination: Source = "learned"
-    """``learned``: the model's termination; ``known``: the env's exact one (known.py)."""
-    uncertainty_penalty: float = 0.0
-    """MOPO's lambda: every reward becomes ``reward - lambda * uncertainty``."""
-    max_uncertainty: float | None = None
-    """Truncate (not terminate) a row whose step uncertainty exceeds this."""
-    report_uncertainty: bool = False
-    """Put the model's uncertainty in every step's info even when neither setting above needs it.
-    Off by default: an ensemble then runs only the member each row uses, several times faster."""
-    device: str = "cpu"
-    """Where the model runs (``auto`` prefers CUDA)."""
-
-    def __post_init__(self) -> None:
-        if self.horizon is not None and self.horizon < 1:
-            raise ValueError(f"world_model.horizon must be >= 1, got {self.horizon}")
-        if self.uncertainty_penalty < 0:
-            raise ValueError(f"world_model.uncertainty_penalty must be >= 0, got {self.uncertainty_penalty}")
-        if self.max_uncertainty is not None and self.max_uncertainty <= 0:
-            raise ValueError(f"world_model.max_uncertainty must be > 0, got {self.max_uncertainty}")
-
-
-class StartStates(ABC):
-    """Where episodes start: each row's first observation is a function of its own seed.
-
-    Seed-per-row keeps ``reset(seed=s)`` reproducible and lets equal seeds give equal starts
-    (GRPO's groups pass a list of seeds).
-    """
-
-    @abstractmethod
-    def draw(self, seeds: Sequence[int]) -> dict[str, np.ndarray]:
-        """One start observation per seed, ``key -> [len(seeds), ...]``."""
-
-    def close(self) -> None:  # noqa: B027  (optional hook: only live start states hold anything)
-        """Release what the source holds (a real env)."""
-
-
-class StartStateSet(StartStates):
-    """Start states sampled uniformly from a fixed set of observations ``key -> [M, ...]``."""
-
-    def __init__(self, observations: Mapping[str, np.ndarray]) -> None:
-        sizes = {len(v) for v in observations.values()}
-        if len(sizes) != 1 or 0 in sizes:
-            raise ValueError(f"start states need the same, nonzero number of rows per key, got {sizes}")
-        self.observations = dict(observations)
-        self.size = sizes.pop()
-
-    def draw(self, seeds: Sequence[int]) -> dict[str, np.ndarray]:
-        """Rows of the set, one uniform draw per seed."""
-        rows = np.array([np.random.default_rng(seed).integers(self.size) for seed in seeds], dtype=np.int64)
-        return {k: v[rows] for k, v in self.observations.items()}
-
-
-class LiveStartStates(StartStates):
-    """Start states from resets of a real env: row ``i`` is ``env.reset(seed=seeds[i])``'s observation."""
-
-    def __init__(self, env: gym.Env) -> None:
-        self.env = env
-
-    def draw(self, seeds: Sequence[int]) -> dict[str, np.ndarray]:
-        """Reset the real env once per seed; its first observations, stacked."""
-        firsts = [self.env.reset(seed=int(seed))[0] for seed in seeds]
-        return {k: np.stack([obs[k] for obs in firsts]) for k in firsts[0]}
-
-    def close(self) -> None:
-        """Close the real env."""
-        self.env.close()
-
-
-def load_start_states(source: StartStatesArg, space: spaces.Dict, real_env: gym.Env | None) -> StartStates:
-    """The :class:`StartStates` a ``start_states`` argument names, checked against ``space``.
-
-    Raises:
-        ValueError: ``live`` without a real env, or observations that do not fit ``space``.
-    """
-    if isinstance(source, str) and source == LIVE:
-        if real_env is None:
-            raise ValueError("start_states 'live' resets the real env: give the env id")
-        return LiveStartStates(real_env)
-    if isinstance(source, str):
-        from omnigym.platform.datasets import load_dataset_steps  # imports vec_env, which imports us
-
-        observations: Mapping[str, Any] = load_dataset_steps(source).obs
-    elif isinstance(source, Mapping):
-        observations = source
-    elif len(space.spaces) == 1:
-        observations = {next(iter(space.spaces)): source}
-    else:
-        raise ValueError(f"start states as one array need a single observation key; the space has {space}")
-    return StartStateSet(_checked_observations(observations, space))
-
-
-def _checked_observations(observations: Mapping[str, Any], space: spaces.Dict) -> dict[str, np.ndarray]:
-    """``observations`` restricted to ``space``'s keys, as arrays of its dtypes, shapes checked."""
-    missing = set(space.spaces) - set(observations)
-    if missing:
-        raise ValueError(f"start states lack observation keys {sorted(missing)} of {space}")
-    out = {}
-    for key, sub in space.spaces.items():
-        value = observations[key]
-        array = value.detach().cpu().numpy() if isinstance(value, Tensor) else np.asarray(value)
-        if array.shape[1:] != sub.shape:
-            raise ValueError(
-                f"start states {key!r} have rows of shape {array.shape[1:]}, the space {sub.shape}"
-            )
-        out[key] = array.astype(sub.dtype, copy=False)
-    return out
 
 
 def check_spaces(model: WorldModel, real_env: gym.Env, env_id: str) -> None:
@@ -572,8 +444,6 @@ def _real_env(model: WorldModel, env_id: str | None, env_kwargs: Mapping[str, An
     """A real copy of ``env_id`` (None without an id), its spaces checked against the model's."""
     if env_id is None:
         return None
-    from omnigym.platform.vec_env import make_env  # vec_env imports this module for EnvConfig
-
     env = make_env(env_id, **dict(env_kwargs or {}))
     try:
         check_spaces(model, env, env_id)
@@ -655,3 +525,17 @@ class WorldModelEnv(gym.Env):
     def close(self) -> None:
         """Close the vector env (and its real env, if any)."""
         self.vector_env.close()
+
+
+def make_world_model_vec_env(
+    config: WorldModelEnvConfig,
+    num_envs: int,
+    *,
+    env_id: str | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+) -> WorldModelVectorEnv:
+    """The ``world_model`` env backend (``env.backend: world_model``): ``WorldModelVectorEnv.from_config``."""
+    return WorldModelVectorEnv.from_config(
+        config, num_envs, env_id=env_id, env_kwargs=env_kwargs, max_episode_steps=max_episode_steps
+    )

@@ -145,11 +145,17 @@ def test_interrupt_checkpoints_and_resume_reproduces_the_uninterrupted_run(
 
 
 def test_second_ctrl_c_stops_at_once() -> None:
-    with GracefulStop() as stop, pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)
-        assert stop.requested
-        os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own handler, as in a terminal: a background start (nohup, some test runners)
+    # inherits SIG_IGN, and GracefulStop restores whatever it found.
+    outer = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with GracefulStop() as stop, pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stop.requested
+            os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_resume_of_a_finished_run_says_so_and_changes_nothing(

@@ -17,16 +17,17 @@ from omnigym.core.config import build_dataclass, load_yaml
 from omnigym.core.registry import WORLD_MODELS
 from omnigym.platform.experiment import config_dir
 from omnigym.world_models.base import WorldModel
-from omnigym.world_models.diffusion import (
+from omnigym.world_models.diffusion import DiffusionWorldModel, DiffusionWorldModelConfig
+from omnigym.world_models.diffusion_data import (
     HISTORY_ACTIONS,
     HISTORY_FRAMES,
     NO_ACTION,
-    DiffusionWorldModel,
-    DiffusionWorldModelConfig,
-    edm_coefficients,
     fit_diffusion_world_model,
-    frames_to_unit,
     history_transitions,
+)
+from omnigym.world_models.diffusion_edm import (
+    edm_coefficients,
+    frames_to_unit,
     karras_sigmas,
     quantize,
     reward_class,

@@ -34,6 +34,7 @@ from omnigym.envs.driving.scene import (
     resample_polyline,
     route_polyline,
 )
+from omnigym.envs.driving.trajectory_scores import score_trajectories
 
 ROUTE_SPACING = 1.0
 """Metres between route samples (the metrics and observations index the route by metre)."""
@@ -142,7 +143,7 @@ def human_window_scores(scene: Scene, assets: SceneAssets, window: int = HORIZON
         light_size=np.broadcast_to(assets.light_size, (w, *assets.light_size.shape)),
     )
     history = log.ego_pose[starts[:, None] - np.arange(HISTORY_STEPS, 0, -1)]
-    scores = metrics.score_trajectories(
+    scores = score_trajectories(
         world,
         log.ego_pose[steps].astype(np.float64),
         log.ego_speed[steps].astype(np.float64),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from omnigym.core.registry import ENV_BACKENDS
 from omnigym.envs.driving.observations import VECTOR_KEYS, ObservationConfig
 from omnigym.envs.driving.scenes import SceneConfig
 
@@ -108,9 +109,8 @@ class DrivingConfig:
         """
         if self.traffic_model is not None or self.traffic != "learned":
             return self.traffic_model
-        from omnigym.world_models.driving import load_traffic_agents  # torch: only for learned traffic
-
-        return load_traffic_agents(str(self.traffic_model_path))
+        # The traffic world model (omnigym.world_models.driving), found by name: envs import no world model.
+        return ENV_BACKENDS.build("learned_traffic", str(self.traffic_model_path))
 
     @property
     def observation(self) -> ObservationConfig:

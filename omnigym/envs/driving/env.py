@@ -34,7 +34,8 @@ from omnigym.envs.driving.observations import (
 from omnigym.envs.driving.render import RGB_CONFIG, BevConfig, BevRenderer, prerender_map, render_rgb
 from omnigym.envs.driving.scene import DT, HISTORY_STEPS, Scene
 from omnigym.envs.driving.scenes import SceneSource
-from omnigym.envs.driving.simulator import STEP_COMPONENTS, DrivingSimulator, StepResult
+from omnigym.envs.driving.simulator import DrivingSimulator
+from omnigym.envs.driving.step_results import STEP_COMPONENTS, StepResult
 from omnigym.envs.driving.text import describe, text_space
 
 REWARD_COMPONENTS = "reward_components"
@@ -64,7 +65,16 @@ def scene_source(config: DrivingConfig) -> SceneSource:
     )
 
 
-KERNEL_MODULES = ("geometry", "metrics", "observations", "render", "simulator", "step_checks")
+KERNEL_MODULES = (
+    "agent_checks",
+    "geometry",
+    "map_checks",
+    "metrics",
+    "observations",
+    "render",
+    "step_checks",
+    "step_results",
+)
 """The modules of ``omnigym.envs.driving`` with numba kernels (compiled on first use, then cached)."""
 _kernels_checked = False
 

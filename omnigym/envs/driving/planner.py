@@ -20,6 +20,7 @@ from omnigym.envs.driving.controller import PLAN_POSES, STEPS_PER_POSE, PlanTrac
 from omnigym.envs.driving.dynamics import bicycle_step, to_ego_frame
 from omnigym.envs.driving.scene import DT, EGO_LENGTH, HORIZON_STEPS, LIGHT_RED, LIGHT_YELLOW
 from omnigym.envs.driving.traffic import IDMParams
+from omnigym.envs.driving.trajectory_scores import score_trajectories
 
 if TYPE_CHECKING:
     from omnigym.envs.driving.simulator import DrivingSimulator
@@ -318,7 +319,7 @@ def _score_proposals(
         agent_pose, agent_speed, agent_valid = future.pose, future.speed, future.valid
     red = sim.light_state[rep, sim.time[rep]] == LIGHT_RED
     light_red = np.broadcast_to(red[:, None], (len(rep), HORIZON_STEPS + 1, red.shape[1]))
-    scores = metrics.score_trajectories(
+    scores = score_trajectories(
         sim.world(rep),
         poses,
         speeds,

@@ -9,15 +9,14 @@ Scoring: an episode is cut into NAVSIM horizons (4 s windows from the episode st
 is scored like a NAVSIM plan (PDMS and EPDMS, with the logged human's scores as the
 false-positive filter); the episode's score is the mean over its windows, windows it never
 reached (after a failure) counting 0. The per-step reward components are the same sub-metrics
-evaluated on one step, so their return tracks the episode's score.
+evaluated on one step, so their return tracks the episode's score. The compiled passes live
+beside it: the per-step checks (``step_checks.py``), what they make of a step (reward, ends,
+window minima: ``step_results.py``) and the window scores (``window_scores.py``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
-from numba import njit
 
 from omnigym.envs.driving import metrics
 from omnigym.envs.driving.agents import (
@@ -48,33 +47,22 @@ from omnigym.envs.driving.scene import (
     Scene,
 )
 from omnigym.envs.driving.step_checks import CHECKS, score_step
+from omnigym.envs.driving.step_results import (
+    STEP_COMPONENTS,
+    WINDOW,
+    WINDOW_MINIMA,
+    WINDOW_MINIMA_COLUMNS,
+    WINDOW_MINIMA_METRICS,
+    StepResult,
+    accumulate,
+    step_outcome,
+)
 from omnigym.envs.driving.window_scores import score_windows
 
-WINDOW = HORIZON_STEPS
-"""Steps per scoring window (one NAVSIM horizon)."""
-STEP_COMPONENTS = (*CHECKS, "ec")
-"""Per-step reward components, each in [0, 1] per 0.1 s (summed over the sub-steps of a plan step)."""
-WINDOW_MINIMA = ("nc", "dac", "ddc", "tlc", "ttc", "lk")
-"""Sub-metrics whose window score is the minimum of the per-step scores (NAVSIM takes the min
-over the trajectory's steps; DDC's and LK's per-step values already look back 1 s / 2 s)."""
-WINDOW_MINIMA_COLUMNS = np.array([STEP_COMPONENTS.index(name) for name in WINDOW_MINIMA])
-WINDOW_MINIMA_METRICS = np.array([metrics.SUB_METRICS.index(name) for name in WINDOW_MINIMA])
 COMFORT_CONTEXT = 15
 """Past poses the per-step comfort check differentiates (the jerk filter's window)."""
 EGO_SIZE = np.array([EGO_LENGTH, EGO_WIDTH])
 TTC_OFFSETS = np.asarray(metrics.TTC_OFFSETS)
-
-
-@dataclass
-class StepResult:
-    """What one simulator step returns, batched over slots [N]."""
-
-    reward: np.ndarray
-    terminated: np.ndarray
-    truncated: np.ndarray
-    components: dict[str, np.ndarray]
-    episode_metrics: dict[str, np.ndarray] = field(default_factory=dict)
-    """Filled for slots whose episode ended this step (NaN elsewhere)."""
 
 
 class DrivingSimulator:
@@ -368,7 +356,7 @@ class DrivingSimulator:
         for _ in range(self.config.replan_every):
             accel, steer_rate = self.tracker.command(self.ego)
             result = self._substep(accel, steer_rate, active)
-            total = result if total is None else _accumulate(total, result, active)
+            total = result if total is None else accumulate(total, result, active)
             active &= ~(result.terminated | result.truncated)
             if not active.any():
                 break
@@ -425,7 +413,7 @@ class DrivingSimulator:
         n = self.n
         reward, terminated, truncated = np.empty(n), np.empty(n, bool), np.empty(n, bool)
         window_end, starting = np.empty(n, bool), np.empty(n, bool)
-        _step_outcome(
+        step_outcome(
             checks,
             active,
             t - HISTORY_STEPS,
@@ -457,41 +445,28 @@ class DrivingSimulator:
         """This step's checks of every slot ``[N, len(STEP_COMPONENTS)]`` (see ``step_checks.py``)."""
         future_pose, future_valid, future_index, travel = self._agents_ahead()
         out = np.empty((self.n, len(STEP_COMPONENTS)))
+        rasters = self.rasters
         score_step(
-            self.ego.pose,
-            self.ego.speed,
-            EGO_SIZE,
-            metrics.EGO_REAR_AXLE_TO_CENTRE,
-            self.time,
-            self.agent_pose,
-            self.agent_speed,
-            self.agent_valid,
-            self.agent_size,
-            self.agent_type,
-            TTC_OFFSETS,
-            future_pose,
-            future_valid,
-            future_index,
-            travel,
-            self.light_pose,
-            self.light_size,
-            self.light_red,
-            self.rasters.origin,
-            self.rasters.resolution,
-            self.rasters.area,
-            self.rasters.lane,
-            self.map_index,
-            self.route_points,
-            self.route_station,
-            self.route_index,
-            self.station,
-            self.lateral,
-            self.collided,
-            self.ttc_tolerated,
-            self.oncoming_progress,
-            self.off_centre_steps,
-            self.reference_step,
-            self.ego_pose,
+            (
+                self.ego.pose,
+                self.ego.speed,
+                EGO_SIZE,
+                metrics.EGO_REAR_AXLE_TO_CENTRE,
+                self.time,
+                self.ego_pose,
+            ),
+            (self.agent_pose, self.agent_speed, self.agent_valid, self.agent_size, self.agent_type),
+            (TTC_OFFSETS, future_pose, future_valid, future_index, travel),
+            (self.light_pose, self.light_size, self.light_red),
+            (rasters.origin, rasters.resolution, rasters.area, rasters.lane, self.map_index),
+            (self.route_points, self.route_station, self.route_index, self.station, self.lateral),
+            (
+                self.collided,
+                self.ttc_tolerated,
+                self.oncoming_progress,
+                self.off_centre_steps,
+                self.reference_step,
+            ),
             last_step_weights(COMFORT_CONTEXT, DT),
             DT,
             out,
@@ -573,78 +548,9 @@ class DrivingSimulator:
         return {key: np.where(ended, value, np.nan) for key, value in out.items()}
 
 
-def _accumulate(total: StepResult, result: StepResult, active: np.ndarray) -> StepResult:
-    """Sum rewards and components of consecutive sub-steps; ends and episode metrics carry over."""
-    total.reward = total.reward + result.reward
-    total.components = {k: total.components[k] + result.components[k] for k in total.components}
-    total.terminated = total.terminated | result.terminated
-    total.truncated = total.truncated | result.truncated
-    for key, value in result.episode_metrics.items():
-        if key in total.episode_metrics:
-            total.episode_metrics[key] = np.where(np.isnan(value), total.episode_metrics[key], value)
-        else:
-            total.episode_metrics[key] = value
-    return total
-
-
 def _poses_from_positions(points: np.ndarray) -> np.ndarray:
     """Poses ``[N, T, 3]`` from positions ``[N, T, 2]``, heading along the path."""
     delta = np.diff(points, axis=1)
     heading = np.arctan2(delta[..., 1], delta[..., 0])
     heading = np.concatenate([heading, heading[:, -1:]], axis=1)
     return np.concatenate([points, heading[..., None]], axis=-1)
-
-
-@njit(cache=True)
-def _step_outcome(
-    checks: np.ndarray,
-    active: np.ndarray,
-    elapsed: np.ndarray,
-    episode_steps: np.ndarray,
-    step_limit: int,
-    epdms: bool,
-    terminate_on_failure: bool,
-    window_min: np.ndarray,
-    minima_columns: np.ndarray,
-    failed: np.ndarray,
-    reward: np.ndarray,
-    terminated: np.ndarray,
-    truncated: np.ndarray,
-    window_end: np.ndarray,
-    starting: np.ndarray,
-) -> None:
-    """What this step's checks ``[N, len(STEP_COMPONENTS)]`` mean for each slot's episode.
-
-    The reward (the PDMS or EPDMS formula on the per-step checks), failure, the time limit, and
-    whether a window ends or starts; window minima and ``failed`` are updated, and the checks of
-    slots not ``active`` (ended earlier in a plan step) are zeroed.
-    """
-    nc, dac, ddc, tlc, ttc, ep, c, lk, ec = range(9)  # STEP_COMPONENTS
-    for n in range(len(checks)):
-        row = checks[n]
-        if not active[n]:
-            row[:] = 0.0
-            reward[n], terminated[n], truncated[n], window_end[n], starting[n] = (
-                0.0,
-                False,
-                False,
-                False,
-                False,
-            )
-            continue
-        if epdms:
-            weighted = 5 * row[ep] + 5 * row[ttc] + 2 * row[lk] + 2 * row[c] + 2 * row[ec]
-            reward[n] = row[nc] * row[dac] * row[ddc] * row[tlc] * weighted / 16
-            failure = row[nc] < 1 or row[dac] < 1 or row[tlc] < 1
-        else:
-            reward[n] = row[nc] * row[dac] * (5 * row[ttc] + 5 * row[ep] + 2 * row[c]) / 12
-            failure = row[nc] < 1 or row[dac] < 1
-        for i in range(len(minima_columns)):
-            window_min[n, i] = min(window_min[n, i], row[minima_columns[i]])
-        limit = episode_steps[n] if step_limit < 0 else min(episode_steps[n], step_limit)
-        terminated[n] = failure and terminate_on_failure
-        truncated[n] = elapsed[n] >= limit and not terminated[n]
-        failed[n] |= terminated[n]
-        boundary = elapsed[n] % WINDOW == 0
-        window_end[n] = boundary or terminated[n] or truncated[n]
-        starting[n] = boundary and not (terminated[n] or truncated[n])

@@ -7,6 +7,10 @@ compiled function of one ego (``area_at``, ``collisions_at``, ``ttc_ok_at``, ``r
 ``project_point``, ``uncomfortable_at_end``), shared with the batched building blocks that score
 whole trajectories; this module only runs them over the slots in a single pass, so a step costs
 one call instead of dozens of small array operations.
+
+The simulator's arrays reach :func:`score_step` in a few plain tuples, one per kind of input
+(the ego, the agents, the TTC future, the lights, the map rasters, the route and the running
+state), which the compiled helpers below unpack; numba passes tuples of arrays at almost no cost.
 """
 
 from __future__ import annotations
@@ -14,18 +18,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from omnigym.envs.driving.agent_checks import collisions_at, ttc_ok_at
 from omnigym.envs.driving.comfort import uncomfortable_at_end
 from omnigym.envs.driving.geometry import project_point
+from omnigym.envs.driving.map_checks import area_at, red_light_at
 from omnigym.envs.driving.metrics import (
     DDC_COMPLIANT,
     DDC_VIOLATION,
     LK_HORIZON,
     LK_MAX_LATERAL,
     ROUTE_WINDOW,
-    area_at,
-    collisions_at,
-    red_light_at,
-    ttc_ok_at,
 )
 
 CHECKS = ("nc", "dac", "ddc", "tlc", "ttc", "ep", "c", "lk")
@@ -34,40 +36,13 @@ CHECKS = ("nc", "dac", "ddc", "tlc", "ttc", "ep", "c", "lk")
 
 @njit(cache=True)
 def score_step(
-    ego_pose: np.ndarray,
-    ego_speed: np.ndarray,
-    ego_size: np.ndarray,
-    rear_axle: float,
-    time: np.ndarray,
-    agent_pose: np.ndarray,
-    agent_speed: np.ndarray,
-    agent_valid: np.ndarray,
-    agent_size: np.ndarray,
-    agent_type: np.ndarray,
-    ttc_offsets: np.ndarray,
-    future_pose: np.ndarray,
-    future_valid: np.ndarray,
-    future_index: np.ndarray,
-    max_travel: np.ndarray,
-    light_pose: np.ndarray,
-    light_size: np.ndarray,
-    light_red: np.ndarray,
-    raster_origin: np.ndarray,
-    raster_resolution: float,
-    raster_area: np.ndarray,
-    raster_lane: np.ndarray,
-    raster_index: np.ndarray,
-    route_points: np.ndarray,
-    route_station: np.ndarray,
-    route_index: np.ndarray,
-    station: np.ndarray,
-    lateral: np.ndarray,
-    collided: np.ndarray,
-    ttc_tolerated: np.ndarray,
-    oncoming_progress: np.ndarray,
-    off_centre_steps: np.ndarray,
-    reference_step: np.ndarray,
-    ego_track: np.ndarray,
+    ego: tuple,
+    agents: tuple,
+    future: tuple,
+    lights: tuple,
+    raster: tuple,
+    route: tuple,
+    running: tuple,
     comfort_weights: np.ndarray,
     dt: float,
     out: np.ndarray,
@@ -75,118 +50,44 @@ def score_step(
     """Score the current step of every slot into ``out [N, len(CHECKS)]`` and update its state.
 
     Args:
-        ego_pose: ``[N, 3]`` box centres and headings.
-        ego_speed: ``[N]`` m/s.
-        ego_size: ``(length, width)``.
-        rear_axle: metres from the rear axle to the box centre.
-        time: ``[N]`` log index of the step.
-        agent_pose: ``[N, T, A, 3]`` the agents over the log, read at ``time``.
-        agent_speed: ``[N, T, A]``.
-        agent_valid: ``[N, T, A]``.
-        agent_size: ``[N, A, 2]``.
-        agent_type: ``[N, A]``.
-        ttc_offsets: ``[O]`` seconds ahead that TTC projects the ego.
-        future_pose: ``[N, F, A, 3]`` the agents TTC tests, read at rows ``future_index``.
-        future_valid: ``[N, F, A]``.
-        future_index: ``[N, O]`` the row of ``future_pose`` at each offset.
-        max_travel: ``[N]`` metres an agent moves at most from the first offset to the others.
-        light_pose: ``[N, K, 3]`` red-light stop boxes.
-        light_size: ``[N, K, 2]``.
-        light_red: ``[N, T, K]`` red lights over the log, read at ``time``.
-        raster_origin: ``[M, 2]`` of the map rasters (``RasterStack``).
-        raster_resolution: metres per pixel.
-        raster_area: ``[M, H, W]`` area bits.
-        raster_lane: ``[M, H, W]`` lane ids.
-        raster_index: ``[N]`` each slot's raster.
-        route_points: ``[N, R, 2]`` route centrelines.
-        route_station: ``[N, R]`` their arc length.
-        route_index: ``[N]`` projection hints; updated.
-        station: ``[N]`` metres along the route; updated.
-        lateral: ``[N]`` metres off the route centreline (left positive); updated.
-        collided: ``[N, A]`` objects collided with this episode; updated.
-        ttc_tolerated: ``[N, A]`` objects TTC tolerates in this window; updated.
-        oncoming_progress: ``[N, S]`` metres driven against traffic in each of the last S steps
-            (DDC's horizon); updated.
-        off_centre_steps: ``[N]`` steps in a row off the route centreline; updated.
-        reference_step: ``[N]`` the progress reference per step (0: no reference).
-        ego_track: ``[N, T, 3]`` the ego's poses by log index (comfort reads the last C).
+        ego: ``(pose [N, 3], speed [N], size, rear_axle, time [N], track [N, T, 3])``: box centres
+            and headings, m/s, ``(length, width)``, metres from the rear axle to the box centre,
+            the log index of the step, and the ego's poses by log index (comfort reads the last C).
+        agents: ``(pose [N, T, A, 3], speed [N, T, A], valid [N, T, A], size [N, A, 2],
+            type [N, A])``: the agents over the log, read at ``time``.
+        future: ``(offsets [O], pose [N, F, A, 3], valid [N, F, A], index [N, O],
+            max_travel [N])``: seconds ahead that TTC projects the ego; the agents TTC tests, read
+            at rows ``index`` (the row of ``pose`` at each offset); metres an agent moves at most
+            from the first offset to the others.
+        lights: ``(pose [N, K, 3], size [N, K, 2], red [N, T, K])``: red-light stop boxes, and
+            red lights over the log, read at ``time``.
+        raster: ``(origin [M, 2], resolution, area [M, H, W], lane [M, H, W], index [N])``: the
+            map rasters (``RasterStack``: metres per pixel, area bits, lane ids) and each slot's
+            raster.
+        route: ``(points [N, R, 2], stations [N, R], index [N], station [N], lateral [N])``: route
+            centrelines, their arc length, projection hints, metres along the route and metres
+            off its centreline (left positive); the last three updated.
+        running: ``(collided [N, A], ttc_tolerated [N, A], oncoming_progress [N, S],
+            off_centre_steps [N], reference_step [N])``: objects collided with this episode,
+            objects TTC tolerates in this window, metres driven against traffic in each of the
+            last S steps (DDC's horizon), steps in a row off the route centreline (all four
+            updated), and the progress reference per step (0: no reference).
         comfort_weights: ``[4, C]`` from :func:`~omnigym.envs.driving.comfort.last_step_weights`.
         dt: seconds per step.
         out: ``[N, len(CHECKS)]``, written.
     """
     context = np.empty((comfort_weights.shape[1], 3))
-    ddc_steps = oncoming_progress.shape[1]
-    for n in range(len(ego_pose)):
-        t = time[n]
-        x, y, heading = ego_pose[n, 0], ego_pose[n, 1], ego_pose[n, 2]
-        length, width = ego_size[0], ego_size[1]
-        multiple_lanes, non_drivable, oncoming, in_intersection = area_at(
-            raster_origin,
-            raster_resolution,
-            raster_area,
-            raster_lane,
-            raster_index[n],
-            x,
-            y,
-            heading,
-            length,
-            width,
+    for n in range(len(ego[0])):
+        multiple_lanes, non_drivable, oncoming, in_intersection = _area(n, ego, raster)
+        nc, ttc = _agent_checks(
+            n, ego, agents, future, running, multiple_lanes, non_drivable, in_intersection
         )
-        colliding = np.zeros(agent_pose.shape[2], np.bool_)
-        nc = collisions_at(
-            ego_pose[n],
-            ego_speed[n],
-            ego_size,
-            rear_axle,
-            agent_pose[n, t],
-            agent_speed[n, t],
-            agent_valid[n, t],
-            agent_size[n],
-            agent_type[n],
-            multiple_lanes or non_drivable,
-            collided[n],
-            colliding,
-        )
-        collided[n] |= colliding
-        ttc = ttc_ok_at(
-            ego_pose[n],
-            ego_speed[n],
-            ego_size,
-            rear_axle,
-            ttc_offsets,
-            future_pose[n],
-            future_valid[n],
-            future_index[n],
-            agent_size[n],
-            multiple_lanes or non_drivable or in_intersection,
-            collided[n],
-            ttc_tolerated[n],
-            max_travel[n],
-        )
-        red = red_light_at(ego_pose[n], ego_size, light_pose[n], light_size[n], light_red[n, t])
-        new_station, lateral[n], route_index[n] = project_point(
-            route_points[n], route_station[n], x, y, route_index[n], ROUTE_WINDOW
-        )
-        progress, station[n] = new_station - station[n], new_station
-        # DDC: distance driven in oncoming lanes (outside intersections) over the last second
-        for s in range(ddc_steps - 1, 0, -1):
-            oncoming_progress[n, s] = oncoming_progress[n, s - 1]
-        oncoming_progress[n, 0] = ego_speed[n] * dt if oncoming and not in_intersection else 0.0
-        against = oncoming_progress[n].sum()
-        ddc = 1.0 if against < DDC_COMPLIANT else (0.5 if against < DDC_VIOLATION else 0.0)
-        # LK: off the route centreline for too long (intersections pause the count)
-        if abs(lateral[n]) > LK_MAX_LATERAL and not in_intersection:
-            off_centre_steps[n] += 1
-        elif not in_intersection:
-            off_centre_steps[n] = 0
-        lk = 1.0 if off_centre_steps[n] < round(LK_HORIZON / dt) else 0.0
-        # C: comfort at this step, from the last poses driven
-        for j in range(len(context)):
-            context[j] = ego_track[n, max(t - len(context) + 1 + j, 0)]
-        comfortable = not uncomfortable_at_end(context, dt, comfort_weights)
-        ep = 1.0
-        if reference_step[n] > 0:
-            ep = min(max(progress / max(reference_step[n], 1e-9), 0.0), 1.0)
+        red = _red_light(n, ego, lights)
+        progress = _advance_on_route(n, ego, route)
+        ddc = _driving_direction(n, ego, running, oncoming and not in_intersection, dt)
+        lk = _lane_keeping(n, route, running, in_intersection, dt)
+        comfortable = _comfortable(n, ego, context, comfort_weights, dt)
+        ep = _ego_progress(progress, running[4][n])
         out[n, 0] = nc
         out[n, 1] = 0.0 if non_drivable else 1.0
         out[n, 2] = ddc
@@ -195,3 +96,125 @@ def score_step(
         out[n, 5] = ep
         out[n, 6] = 1.0 if comfortable else 0.0
         out[n, 7] = lk
+
+
+@njit(cache=True)
+def _area(n: int, ego: tuple, raster: tuple) -> tuple[bool, bool, bool, bool]:
+    """Slot ``n``'s ego areas: multiple lanes, non-drivable, oncoming, in intersection."""
+    pose, size = ego[0], ego[2]
+    origin, resolution, area, lane, index = raster
+    x, y, heading = pose[n, 0], pose[n, 1], pose[n, 2]
+    length, width = size[0], size[1]
+    return area_at(origin, resolution, area, lane, index[n], x, y, heading, length, width)
+
+
+@njit(cache=True)
+def _agent_checks(
+    n: int,
+    ego: tuple,
+    agents: tuple,
+    future: tuple,
+    running: tuple,
+    multiple_lanes: bool,
+    non_drivable: bool,
+    in_intersection: bool,
+) -> tuple[float, bool]:
+    """Slot ``n``'s NC and whether its TTC holds; adds the objects it overlaps to ``collided``."""
+    pose, speed, size, rear_axle, time, _ = ego
+    agent_pose, agent_speed, agent_valid, agent_size, agent_type = agents
+    offsets, future_pose, future_valid, future_index, max_travel = future
+    collided, ttc_tolerated = running[0], running[1]
+    t = time[n]
+    colliding = np.zeros(agent_pose.shape[2], np.bool_)
+    nc = collisions_at(
+        pose[n],
+        speed[n],
+        size,
+        rear_axle,
+        agent_pose[n, t],
+        agent_speed[n, t],
+        agent_valid[n, t],
+        agent_size[n],
+        agent_type[n],
+        multiple_lanes or non_drivable,
+        collided[n],
+        colliding,
+    )
+    collided[n] |= colliding
+    ttc = ttc_ok_at(
+        pose[n],
+        speed[n],
+        size,
+        rear_axle,
+        offsets,
+        future_pose[n],
+        future_valid[n],
+        future_index[n],
+        agent_size[n],
+        multiple_lanes or non_drivable or in_intersection,
+        collided[n],
+        ttc_tolerated[n],
+        max_travel[n],
+    )
+    return nc, ttc
+
+
+@njit(cache=True)
+def _red_light(n: int, ego: tuple, lights: tuple) -> bool:
+    """Whether slot ``n``'s ego box overlaps the stop box of a light red now."""
+    pose, size, time = ego[0], ego[2], ego[4]
+    light_pose, light_size, light_red = lights
+    return red_light_at(pose[n], size, light_pose[n], light_size[n], light_red[n, time[n]])
+
+
+@njit(cache=True)
+def _advance_on_route(n: int, ego: tuple, route: tuple) -> float:
+    """Project slot ``n``'s ego on its route (updating station, lateral and hint); the progress made."""
+    pose = ego[0]
+    points, stations, index, station, lateral = route
+    new_station, lateral[n], index[n] = project_point(
+        points[n], stations[n], pose[n, 0], pose[n, 1], index[n], ROUTE_WINDOW
+    )
+    progress, station[n] = new_station - station[n], new_station
+    return progress
+
+
+@njit(cache=True)
+def _driving_direction(n: int, ego: tuple, running: tuple, against_traffic: bool, dt: float) -> float:
+    """DDC of slot ``n``: distance driven in oncoming lanes (outside intersections) over the last second."""
+    speed, oncoming_progress = ego[1], running[2]
+    for s in range(oncoming_progress.shape[1] - 1, 0, -1):
+        oncoming_progress[n, s] = oncoming_progress[n, s - 1]
+    oncoming_progress[n, 0] = speed[n] * dt if against_traffic else 0.0
+    against = oncoming_progress[n].sum()
+    return 1.0 if against < DDC_COMPLIANT else (0.5 if against < DDC_VIOLATION else 0.0)
+
+
+@njit(cache=True)
+def _lane_keeping(n: int, route: tuple, running: tuple, in_intersection: bool, dt: float) -> float:
+    """LK of slot ``n``: off the route centreline for too long (intersections pause the count)."""
+    lateral, off_centre_steps = route[4], running[3]
+    if abs(lateral[n]) > LK_MAX_LATERAL and not in_intersection:
+        off_centre_steps[n] += 1
+    elif not in_intersection:
+        off_centre_steps[n] = 0
+    return 1.0 if off_centre_steps[n] < round(LK_HORIZON / dt) else 0.0
+
+
+@njit(cache=True)
+def _comfortable(n: int, ego: tuple, context: np.ndarray, comfort_weights: np.ndarray, dt: float) -> bool:
+    """C of slot ``n``: comfort at this step, from the last poses driven (copied into ``context``)."""
+    time, track = ego[4], ego[5]
+    t = time[n]
+    for j in range(len(context)):
+        context[j] = track[n, max(t - len(context) + 1 + j, 0)]
+    return not uncomfortable_at_end(context, dt, comfort_weights)
+
+
+@njit(cache=True)
+def _ego_progress(progress: float, reference_step: float) -> float:
+    """EP of one step: progress against the reference's per step (1 without a reference)."""
+    ep = 1.0
+    if reference_step > 0:
+        ep = min(max(progress / max(reference_step, 1e-9), 0.0), 1.0)
+    return ep

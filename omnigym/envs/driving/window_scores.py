@@ -77,23 +77,16 @@ def score_windows(
     for n in slots:
         end = time[n]
         start = history + ((end - history - 1) // window) * window
-        for j in range(history):
-            track[j] = ego_track[n, start - history + j]
-        for j in range(window + 1):  # a short window (the episode ended) repeats its end
-            track[history + j] = ego_track[n, min(start + j, end)]
-        violations_row(track[history:], dt, window_filters, violations[: window + 1])
-        comfortable = not violations[: window + 1].any()
-        violations_row(track, dt, history_filters, violations)
-        history_comfortable = not violations.any()
+        comfortable, history_comfortable = _comfort(
+            ego_track[n], start, end, track, violations, window_filters, history_filters, dt
+        )
         for i in range(len(minima_columns)):
             scores[minima_columns[i]] = window_min[n, i]
         scores[C] = 1.0 if comfortable else 0.0
         scores[HC] = 1.0 if history_comfortable else 0.0
         scores[EC] = ec_sum[n] / ec_count[n] if ec_count[n] > 0 else 1.0
-        # EP: progress against the reference, unless neither made enough progress to tell
         progress = max(station[n] - window_start_station[n], 0.0)
-        best = max(progress * scores[NC] * scores[DAC] * scores[DDC] * scores[TLC], reference_window[n])
-        scores[EP] = min(max(progress / max(best, 1e-12), 0.0), 1.0) if best > PROGRESS_THRESHOLD else 1.0
+        scores[EP] = _ego_progress(scores, progress, reference_window[n])
         # EPDMS: a sub-metric the human fails counts as passed (NAVSIM v2's false-positive filter)
         human_row = human[n, min((start - history) // window, human_count[n] - 1)]
         for i in range(len(scores)):
@@ -102,3 +95,39 @@ def score_windows(
         epdms_sum[n] += aggregate_row(filtered, epdms_columns[0], epdms_columns[1], epdms_columns[2])
         window_sum[n] += scores
         windows_done[n] += 1
+
+
+@njit(cache=True)
+def _comfort(
+    ego_track: np.ndarray,
+    start: int,
+    end: int,
+    track: np.ndarray,
+    violations: np.ndarray,
+    window_filters: np.ndarray,
+    history_filters: np.ndarray,
+    dt: float,
+) -> tuple[bool, bool]:
+    """Whether the window from log index ``start`` to ``end`` is comfortable, alone and after its history.
+
+    ``ego_track [T, 3]`` is one slot's poses by log index; ``track`` and ``violations`` are scratch
+    arrays as long as the history and the window's poses together.
+    """
+    window = window_filters.shape[1] - 1
+    history = len(track) - window - 1
+    for j in range(history):
+        track[j] = ego_track[start - history + j]
+    for j in range(window + 1):  # a short window (the episode ended) repeats its end
+        track[history + j] = ego_track[min(start + j, end)]
+    violations_row(track[history:], dt, window_filters, violations[: window + 1])
+    comfortable = not violations[: window + 1].any()
+    violations_row(track, dt, history_filters, violations)
+    history_comfortable = not violations.any()
+    return comfortable, history_comfortable
+
+
+@njit(cache=True)
+def _ego_progress(scores: np.ndarray, progress: float, reference: float) -> float:
+    """EP: progress against the reference, unless neither made enough progress to tell."""
+    best = max(progress * scores[NC] * scores[DAC] * scores[DDC] * scores[TLC], reference)
+    return min(max(progress / max(best, 1e-12), 0.0), 1.0) if best > PROGRESS_THRESHOLD else 1.0

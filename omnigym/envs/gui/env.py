@@ -31,9 +31,10 @@ from omnigym.envs.gui.actions import (
     GUIAction,
     parse_action,
 )
-from omnigym.envs.gui.families import FAMILIES, Task
+from omnigym.envs.gui.families import FAMILIES
 from omnigym.envs.gui.render import Renderer, Theme
 from omnigym.envs.gui.screen import Screen
+from omnigym.envs.gui.task import Task
 
 OBS_KEYS = (OBS_IMAGE, OBS_TEXT)
 """The observation keys a GUI env can emit."""

@@ -14,26 +14,17 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from omnigym.envs.gui.containers import AppWindow, ListBox, ListItem, ScrollArea, Tab, TabStrip
+from omnigym.envs.gui.layers import CloseButton, Dialog, Dropdown, Option, OptionList
 from omnigym.envs.gui.screen import Screen
 from omnigym.envs.gui.widgets import (
-    AppWindow,
     Button,
     Checkbox,
-    CloseButton,
-    Dialog,
     Draggable,
-    Dropdown,
     DropZone,
     Label,
-    ListBox,
-    ListItem,
-    Option,
-    OptionList,
     RadioButton,
-    ScrollArea,
     Slider,
-    Tab,
-    TabStrip,
     TextField,
     Widget,
     Window,

@@ -10,7 +10,9 @@ import itertools
 from collections.abc import Sequence
 
 from omnigym.envs.gui.actions import GUIAction
-from omnigym.envs.gui.widgets import AppWindow, Button, Event, Layer, Rect, ScrollArea, Widget, Window
+from omnigym.envs.gui.containers import AppWindow, ScrollArea
+from omnigym.envs.gui.layers import Layer
+from omnigym.envs.gui.widgets import Button, Event, Rect, Widget, Window
 
 _SERIALS = itertools.count()
 
@@ -20,7 +22,7 @@ class Screen:
 
     ``widgets`` lists the window's widgets, then each open layer's (a dropdown's list, a modal
     dialog), in paint order: the last is on top. While a layer is open, pointer actions reach
-    only the topmost layer (see :class:`~omnigym.envs.gui.widgets.Layer`).
+    only the topmost layer (see :class:`~omnigym.envs.gui.layers.Layer`).
 
     Args:
         width, height: screen size in pixels.
@@ -150,7 +152,7 @@ class Screen:
         """Carry out ``action`` (its points must be on the screen).
 
         ``drag`` moves a slider; ``scroll`` scrolls the topmost reachable
-        :class:`~omnigym.envs.gui.widgets.ScrollArea` under the point and elsewhere changes
+        :class:`~omnigym.envs.gui.containers.ScrollArea` under the point and elsewhere changes
         nothing; it bumps ``version`` only when an offset changed.
         """
         if action.kind == "scroll":

@@ -180,7 +180,7 @@ def _render_kwargs(env_id: str, make_kwargs: dict[str, Any], size: tuple[int, in
 
 
 def make_adapted_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
-    """``gym.make(env_id)``, wrapped by :class:`ObservationAdapter` where needed.
+    """``gym.make(env_id)``, wrapped by :class:`ObservationAdapter` where needed (the ``real`` env backend).
 
     Envs from Gymnasium-Robotics and Meta-World are always adapted (goal dicts, ``is_success``,
     float32 state); others only when ``kwargs`` holds adapter options, and are returned as made
@@ -203,6 +203,28 @@ def make_adapted_env(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
         instruction = default_instruction(env_id, make_kwargs)
     return ObservationAdapter(
         env, obs_keys=options.obs_keys, image_size=options.image_size, instruction=instruction
+    )
+
+
+def make_adapted_vec_env(
+    env_id: str, num_envs: int, autoreset_mode: gym.vector.AutoresetMode, kwargs: dict[str, Any]
+) -> gym.vector.VectorEnv:
+    """``env_id``'s own batched implementation (its ``vector_entry_point``): the ``real_vector`` env backend.
+
+    Another package's id is imported (and fixed) first; the adapter's options adapt single envs
+    only, so they are an error here.
+    """
+    prepare_provider(env_id)
+    if split_adapter_kwargs(env_id, kwargs)[1] is not None:
+        raise ValueError(
+            f"obs_keys/image_size/instruction adapt single {env_id} envs: use env.vectorization sync or async"
+        )
+    return gym.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="vector_entry_point",
+        autoreset_mode=autoreset_mode,
+        **kwargs,
     )
 
 

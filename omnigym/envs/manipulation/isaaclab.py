@@ -145,6 +145,9 @@ def make_isaaclab_vec_env(
 ) -> IsaacLabVectorEnv:
     """Launch Isaac Sim (once) and make an Isaac Lab task as an :class:`IsaacLabVectorEnv`.
 
+    The ``isaaclab`` env backend (``omnigym.core.registry.ENV_BACKENDS``) that ``make_vec_env``
+    uses for ``Isaac-...`` ids.
+
     Follows Isaac Lab's own scripts: ``AppLauncher``, ``parse_env_cfg(task, device, num_envs)``,
     ``gym.make(task, cfg=env_cfg)``.
 

@@ -49,8 +49,8 @@ def _cmd_vlm_sft(args: argparse.Namespace) -> int:
     from omnigym.core.config import apply_overrides, build_dataclass, load_yaml
     from omnigym.platform.evaluate import evaluate_policy, format_summary
     from omnigym.platform.experiment import config_dir
+    from omnigym.platform.trainers.vlm_sft import SFTConfig, finetune_on_dataset
     from omnigym.policies.vlm.policy import VLMPolicyConfig
-    from omnigym.policies.vlm.sft import SFTConfig, finetune_on_dataset
 
     base = load_yaml(config_dir() / "policy" / "vlm.yaml")
     policy_config = build_dataclass(VLMPolicyConfig, apply_overrides(base, args.overrides), path="policy")
@@ -82,7 +82,7 @@ def _cmd_vlm_sft(args: argparse.Namespace) -> int:
 def _cmd_bc(args: argparse.Namespace) -> int:
     import torch
 
-    from omnigym.policies.chunking.train import ImitationConfig, imitate_dataset
+    from omnigym.platform.trainers.imitation import ImitationConfig, imitate_dataset
 
     config = ImitationConfig(
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr, seed=args.seed,

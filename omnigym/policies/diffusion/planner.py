@@ -48,8 +48,8 @@ from gymnasium import spaces
 from torch import Tensor
 
 from omnigym.core.policy import PolicyConfig
+from omnigym.policies.chunking.base import ChunkDenoiser
 from omnigym.policies.chunking.encoders import ObservationEncoder
-from omnigym.policies.chunking.policy import ChunkDenoiser
 from omnigym.policies.chunking.unet import ConditionalUnet1D
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
 

@@ -26,7 +26,8 @@ from gymnasium import spaces
 from torch import Tensor
 
 from omnigym.core.policy import PolicyConfig
-from omnigym.policies.chunking.policy import ChunkPolicy, ChunkPolicyConfig
+from omnigym.policies.chunking.config import ChunkPolicyConfig
+from omnigym.policies.chunking.policy import ChunkPolicy
 from omnigym.policies.chunking.unet import ConditionalUnet1D
 
 

@@ -20,6 +20,10 @@ A text-only causal language model (``AutoModelForCausalLM``, e.g. Qwen2.5-Instru
 when the model's config has no vision part (or ``model_class: causal_lm``); it reads ``text`` only.
 ``features`` (for a critic, e.g. VL-DAC's) is the last layer's hidden state at the prompt's final
 token: the state from which the reply is generated.
+
+The prompts' parts (system prompts, each slot's past turns, reading ``text``/``image``) are in
+:mod:`omnigym.policies.vlm.prompts`, the tokenising and image processing in
+:mod:`omnigym.policies.vlm.processing`.
 """
 
 from __future__ import annotations
@@ -27,11 +31,10 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import numpy as np
 import torch
 from gymnasium import spaces
 from safetensors import SafetensorError
@@ -43,9 +46,15 @@ from omnigym.core.policy import Policy, PolicyConfig
 from omnigym.core.pretrained import CONFIG_FILE, WEIGHTS_FILE
 from omnigym.core.spaces import space_from_json
 from omnigym.core.text_actions import answer_text
-from omnigym.core.text_obs import decode_texts, is_encoded_text
 from omnigym.core.types import OBS_IMAGE, OBS_TEXT, Evaluation, Obs, PolicyStep
 from omnigym.policies.vlm.processing import Message, VLMInputs, VLMProcessor
+from omnigym.policies.vlm.prompts import (
+    PromptHistory,
+    Turn,
+    default_system_prompt,
+    observation_images,
+    observation_texts,
+)
 from omnigym.policies.vlm.tiny import resolve_model
 
 HF_DIR = "hf"
@@ -54,20 +63,6 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 MODEL_CLASSES = {"image_text_to_text": "AutoModelForImageTextToText", "causal_lm": "AutoModelForCausalLM"}
 """``model_class`` -> the ``transformers`` auto class that loads it."""
 EXTRAS_KEYS = ("prompt_ids", "prompt_mask", "tokens")
-Turn = tuple[str, str]
-"""One past step of an episode: (observation text, the model's reply)."""
-
-GAME_PROMPT = (
-    "You are playing a game. Read the rules, the action words and the state. Think briefly inside "
-    "<think></think>, then write exactly one action word inside <answer></answer>."
-)
-GUI_PROMPT = (
-    "You operate a graphical user interface from its screenshot and accessibility tree. Write one "
-    'call per step: click(x, y), double_click(x, y), type("text"), key("Enter"), scroll(x, y, dy) '
-    "or drag(x1, y1, x2, y2), with screenshot pixel coordinates. Think briefly inside "
-    "<think></think>, then write the call inside <answer></answer>."
-)
-GENERIC_PROMPT = "Think briefly inside <think></think>, then write your action inside <answer></answer>."
 
 
 @dataclass
@@ -133,16 +128,6 @@ class VLMPolicyConfig(PolicyConfig):
             raise ValueError(f"history_steps must be >= 0, got {self.history_steps}")
 
 
-def default_system_prompt(text: str) -> str:
-    """The system prompt for an observation text: games start with ``game:``, GUIs ``instruction:``."""
-    head = text.lstrip().lower()
-    if head.startswith("game:"):
-        return GAME_PROMPT
-    if head.startswith("instruction:"):
-        return GUI_PROMPT
-    return GENERIC_PROMPT
-
-
 def resolve_model_class(model: str, model_class: str) -> str:
     """``model_class``, or for ``auto`` the one the model's config calls for (no vision: causal LM)."""
     if model_class != "auto":
@@ -151,50 +136,6 @@ def resolve_model_class(model: str, model_class: str) -> str:
 
     config = AutoConfig.from_pretrained(model)
     return "image_text_to_text" if getattr(config, "vision_config", None) is not None else "causal_lm"
-
-
-@dataclass
-class PromptHistory:
-    """Each env slot's past turns in its current episode (one row of the acting batch each).
-
-    ``act`` records its step as *pending* and commits it at the next ``act``, so every prompt built
-    between two ``act`` calls (``features``) sees the history that ``act`` used.
-    """
-
-    max_turns: int
-    turns: list[list[Turn]] = field(default_factory=list)
-    """Committed turns per row, oldest first (at most ``max_turns``)."""
-    pending: list[Turn | None] = field(default_factory=list)
-    """Per row, the last ``act``'s (text, reply), not yet in ``turns``."""
-
-    def rows(self, batch_size: int) -> list[list[Turn]]:
-        """The committed turns of ``batch_size`` rows (none for a batch of another size)."""
-        if len(self.turns) != batch_size:
-            return [[] for _ in range(batch_size)]
-        return [list(turns) for turns in self.turns]
-
-    def commit(self, batch_size: int) -> None:
-        """Move the pending turns into the history; a new batch size starts every row afresh."""
-        if len(self.turns) != batch_size:
-            self.turns, self.pending = [[] for _ in range(batch_size)], [None] * batch_size
-        for turns, turn in zip(self.turns, self.pending, strict=True):
-            if turn is not None:
-                turns.append(turn)
-                del turns[: max(0, len(turns) - self.max_turns)]
-        self.pending = [None] * batch_size
-
-    def record(self, texts: Sequence[str], replies: Sequence[str]) -> None:
-        """Hold this step's (text, reply) per row until the next :meth:`commit`."""
-        self.pending = list(zip(texts, replies, strict=True))
-
-    def reset(self, done_mask: Tensor | None = None) -> None:
-        """Forget the rows where ``done_mask`` ``[B]`` is True (every row when None)."""
-        done = None if done_mask is None else torch.as_tensor(done_mask).bool().flatten().tolist()
-        if done is None or len(done) != len(self.turns):
-            self.turns, self.pending = [], []
-            return
-        for row in (i for i, is_done in enumerate(done) if is_done):
-            self.turns[row], self.pending[row] = [], None
 
 
 def completion_mask(tokens: Tensor, eos_token_id: int) -> Tensor:
@@ -308,8 +249,8 @@ class VLMPolicy(Policy):
 
     def encode_obs(self, obs: Obs) -> VLMInputs:
         """Prompts ``[B, max_prompt_tokens]`` (with each row's history) and pixel inputs of a batch."""
-        texts = _texts(obs, self.config.obs_keys)
-        images = _images(obs) if OBS_IMAGE in self.config.obs_keys else None
+        texts = observation_texts(obs, self.config.obs_keys)
+        images = observation_images(obs) if OBS_IMAGE in self.config.obs_keys else None
         history = self.history.rows(len(texts))
         chats = [self.messages(t, h) for t, h in zip(texts, history, strict=True)]
         rows, pixel_inputs = self.processor.tokenize(chats, images)
@@ -345,7 +286,7 @@ class VLMPolicy(Policy):
             ``[B, L]``, True up to and including EOS; extras: ``prompt_ids``, ``prompt_mask``,
             ``tokens``.
         """
-        texts = _texts(obs, self.config.obs_keys)
+        texts = observation_texts(obs, self.config.obs_keys)
         self.history.commit(len(texts))
         inputs = self.encode_obs(obs)
         sampling = {"temperature": self.config.temperature, "top_p": self.config.top_p, "top_k": 0}
@@ -448,7 +389,7 @@ class VLMPolicy(Policy):
         self, obs: Obs, extras: dict[str, Tensor], with_features: bool
     ) -> tuple[Evaluation, Tensor | None]:
         """:meth:`_score` over micro-batches of ``eval_micro_batch_size`` rows, concatenated."""
-        images = _images(obs) if OBS_IMAGE in self.config.obs_keys else None
+        images = observation_images(obs) if OBS_IMAGE in self.config.obs_keys else None
         size, parts = self.config.eval_micro_batch_size, []
         for start in range(0, extras["tokens"].shape[0], size):
             rows = slice(start, start + size)
@@ -590,26 +531,3 @@ def _checked(extras: dict[str, Tensor] | None) -> dict[str, Tensor]:
     if extras is None or not set(EXTRAS_KEYS) <= set(extras):
         raise ValueError("VLMPolicy.evaluate needs extras prompt_ids, prompt_mask and tokens (from act)")
     return extras
-
-
-def _texts(obs: Obs, obs_keys: Sequence[str]) -> list[str]:
-    """The ``B`` observation texts ("" when the prompt has no text key).
-
-    Strings from an env, or the UTF-8 byte rows a rollout stores (:mod:`omnigym.core.text_obs`).
-    """
-    if OBS_TEXT in obs:
-        value: Any = obs[OBS_TEXT]
-        if is_encoded_text(value):
-            return decode_texts(value)
-        return [str(t) for t in (value.tolist() if isinstance(value, np.ndarray) else value)]
-    if OBS_TEXT in obs_keys:
-        raise KeyError("obs has no 'text' key")
-    return [""] * int(obs[OBS_IMAGE].shape[0])
-
-
-def _images(obs: Obs) -> Any:
-    """``obs["image"]`` as a CPU uint8 array ``[B, H, W, 3]``."""
-    if OBS_IMAGE not in obs:
-        raise KeyError("obs has no 'image' key; the policy's obs_keys include 'image'")
-    image: Any = obs[OBS_IMAGE]
-    return image.detach().cpu().numpy() if isinstance(image, Tensor) else np.asarray(image)

@@ -9,7 +9,7 @@ ego box is 5.18 x 2.30 m, so an ego centred at y = 0 spans y in [-1.15, 1.15].
 import numpy as np
 import pytest
 
-from omnigym.envs.driving import metrics
+from omnigym.envs.driving import agent_checks, map_checks, metrics, trajectory_scores
 from omnigym.envs.driving.geometry import bearing, obb_overlap
 from omnigym.envs.driving.map_raster import RasterStack, rasterize_map
 from omnigym.envs.driving.scene import (
@@ -97,7 +97,7 @@ def moving_agents(x0, speed, y=0.0, steps=41, dt=0.1):
 def score(world, ego, speed, agents, light_red=None, **kwargs):
     num, steps = ego.shape[:2]
     red = np.zeros((num, steps, 1), bool) if light_red is None else light_red
-    return metrics.score_trajectories(world, ego, speed, *agents, red, **kwargs)
+    return trajectory_scores.score_trajectories(world, ego, speed, *agents, red, **kwargs)
 
 
 def no_agents(num, steps=41):
@@ -134,13 +134,13 @@ def test_project_to_route_on_an_l_shaped_polyline():
     world.route_points, world.route_num_points = route[None], np.array([21])
     world.refresh_route()
     points = np.array([[[5.5, 2.0], [5.5, -1.0], [12.0, 5.5], [11.0, 9.5], [-3.0, 4.0], [10.5, 12.0]]])
-    station, lateral, index = metrics.project_to_route(world, points)
+    station, lateral, index = map_checks.project_to_route(world, points)
     np.testing.assert_allclose(station[0], [5.5, 5.5, 15.5, 19.5, 0, 20], atol=1e-9)
     # left of travel is positive; before the start and past the end: the distance to the end point
     np.testing.assert_allclose(lateral[0], [2, -1, -2, -1, 5, -np.hypot(0.5, 2)], atol=1e-9)
     assert index[0, :4].tolist() == [5, 5, 15, 19]
     # a hint near the answer finds the same projection
-    hinted = metrics.project_to_route(world, points[:, 2], hint=np.array([12]), window=4)
+    hinted = map_checks.project_to_route(world, points[:, 2], hint=np.array([12]), window=4)
     np.testing.assert_allclose([hinted[0][0], hinted[1][0], hinted[2][0]], [15.5, -2, 15], atol=1e-9)
 
 
@@ -154,7 +154,7 @@ def test_ego_area_flags():
             [155.0, 3.5, 0.0],  # inside the intersection, off the route connector
         ]
     )
-    area = metrics.ego_area(make_world(5), poses)
+    area = map_checks.ego_area(make_world(5), poses)
     assert area.multiple_lanes.tolist() == [False, True, False, False, False]
     assert area.non_drivable.tolist() == [False, False, True, False, False]
     assert area.oncoming.tolist() == [False, False, False, True, True]
@@ -188,7 +188,7 @@ def test_collision_typing_and_fault():
         light_red=np.zeros((num, 1), bool),
     )
     ignore = np.array([[c[2]] for c in cases])
-    nc, colliding = metrics.collisions(world, step, metrics.ego_area(world, ego_pose), ignore)
+    nc, colliding = agent_checks.collisions(world, step, map_checks.ego_area(world, ego_pose), ignore)
     assert nc.tolist() == [c[3] for c in cases]
     assert colliding[:, 0].tolist() == [True] * 7 + [False, False]
 
@@ -243,7 +243,7 @@ def test_trajectory_scores_match_the_per_step_functions():
     ignore, tolerated = np.zeros((num, num_agents), bool), np.zeros((num, num_agents), bool)
     offsets = np.round(np.asarray(metrics.TTC_OFFSETS) / 0.1).astype(int)
     for step in range(steps):
-        area = metrics.ego_area(world, ego[:, step])
+        area = map_checks.ego_area(world, ego[:, step])
         state = metrics.StepState(
             ego[:, step],
             speed[:, step],
@@ -252,12 +252,12 @@ def test_trajectory_scores_match_the_per_step_functions():
             valid[:, step],
             np.zeros((num, 1), bool),
         )
-        step_nc, colliding = metrics.collisions(world, state, area, ignore)
+        step_nc, colliding = agent_checks.collisions(world, state, area, ignore)
         nc, ignore = np.minimum(nc, step_nc), ignore | colliding
         if step + offsets[-1] < steps:
             future = step + offsets
             no_ignore = np.zeros((num, num_agents), bool)
-            ttc &= metrics.ttc_ok(
+            ttc &= agent_checks.ttc_ok(
                 world,
                 ego[:, step],
                 speed[:, step],
@@ -325,11 +325,11 @@ def test_ttc_ok_per_step_and_special_areas():
     x = start[:, None, 0] + start[:, None, 2] * t
     agent_pose = np.stack([x, np.broadcast_to(start[:, None, 1], x.shape), np.zeros_like(x)], -1)[:, :, None]
     world = make_world(4)
-    area = metrics.ego_area(world, ego_pose)
+    area = map_checks.ego_area(world, ego_pose)
     assert area.multiple_lanes.tolist() == [False, False, True, False]
     tolerated = np.zeros((4, 1), bool)
     valid = np.ones((4, len(offsets), 1), bool)
-    ok = metrics.ttc_ok(
+    ok = agent_checks.ttc_ok(
         world, ego_pose, ego_speed, area, agent_pose, valid, np.zeros((4, 1), bool), tolerated=tolerated
     )
     # leader: violation; follower: behind, tolerated; alongside while across lanes: violation;
@@ -339,11 +339,11 @@ def test_ttc_ok_per_step_and_special_areas():
     # the same car alongside an ego inside one lane is neither ahead nor relevant
     single = ego_pose[2:3] - [0.0, 1.75, 0.0]
     alongside = agent_pose[2:3] - [0.0, 1.75, 0.0]
-    ok = metrics.ttc_ok(
+    ok = agent_checks.ttc_ok(
         world.take([0]),
         single,
         ego_speed[:1],
-        metrics.ego_area(world.take([0]), single),
+        map_checks.ego_area(world.take([0]), single),
         alongside,
         valid[:1],
         np.zeros((1, 1), bool),
@@ -356,7 +356,7 @@ def test_red_light_violation():
     # the stop box spans x in [150, 154] on the connector; the ego at x = 150 reaches x = 152.59
     ego_pose = np.array([[150.0, 0.0, 0.0], [150.0, 0.0, 0.0], [140.0, 0.0, 0.0]])
     red = np.array([[True], [False], [True]])
-    assert metrics.red_light_violation(make_world(3), ego_pose, red).tolist() == [True, False, False]
+    assert map_checks.red_light_violation(make_world(3), ego_pose, red).tolist() == [True, False, False]
     ego, speed = straight(130.0, 10.0)
     scores = score(
         make_world(2),

@@ -3,12 +3,13 @@
 import numpy as np
 import pytest
 
-from omnigym.envs.driving import metrics
+from omnigym.envs.driving import agent_checks, map_checks, metrics
 from omnigym.envs.driving.agents import constant_velocity_forecast
 from omnigym.envs.driving.comfort import comfort_violations
 from omnigym.envs.driving.env import DrivingVectorEnv
 from omnigym.envs.driving.scene import DT
-from omnigym.envs.driving.simulator import COMFORT_CONTEXT, STEP_COMPONENTS
+from omnigym.envs.driving.simulator import COMFORT_CONTEXT
+from omnigym.envs.driving.step_results import STEP_COMPONENTS
 
 
 def reference_checks(sim) -> dict[str, np.ndarray]:
@@ -22,8 +23,8 @@ def reference_checks(sim) -> dict[str, np.ndarray]:
     state = metrics.StepState(
         sim.ego.pose, sim.ego.speed, frame.pose, frame.speed, frame.valid, sim.light_red[rows, t]
     )
-    area = metrics.ego_area(world, sim.ego.pose)
-    nc, colliding = metrics.collisions(world, state, area, sim.collided)
+    area = map_checks.ego_area(world, sim.ego.pose)
+    nc, colliding = agent_checks.collisions(world, state, area, sim.collided)
     collided = sim.collided | colliding
     offsets = np.round(np.asarray(metrics.TTC_OFFSETS) / DT).astype(np.int64)
     if sim.reactive is None:
@@ -33,7 +34,7 @@ def reference_checks(sim) -> dict[str, np.ndarray]:
     else:
         future = constant_velocity_forecast(frame, offsets * DT)
         future_pose, future_valid = future.pose, future.valid
-    ttc = metrics.ttc_ok(
+    ttc = agent_checks.ttc_ok(
         world,
         sim.ego.pose,
         sim.ego.speed,
@@ -43,8 +44,8 @@ def reference_checks(sim) -> dict[str, np.ndarray]:
         collided,
         tolerated=sim.ttc_tolerated.copy(),
     )
-    red = metrics.red_light_violation(world, sim.ego.pose, sim.light_red[rows, t])
-    station, lateral, _ = metrics.project_to_route(world, sim.ego.pose[:, :2], hint=sim.route_index)
+    red = map_checks.red_light_violation(world, sim.ego.pose, sim.light_red[rows, t])
+    station, lateral, _ = map_checks.project_to_route(world, sim.ego.pose[:, :2], hint=sim.route_index)
     context = sim.ego_pose[rows[:, None], np.maximum(t[:, None] - np.arange(COMFORT_CONTEXT - 1, -1, -1), 0)]
     progress = station - sim.station
     ep = np.where(

@@ -7,11 +7,13 @@ import time
 import numpy as np
 import pytest
 
+from omnigym.envs.gui.containers import AppWindow, TabStrip
 from omnigym.envs.gui.env import GUIEnv
 from omnigym.envs.gui.families import FAMILIES
+from omnigym.envs.gui.layers import Dropdown
 from omnigym.envs.gui.oracle import parse_observation, solve
 from omnigym.envs.gui.render import Theme
-from omnigym.envs.gui.widgets import AppWindow, Dropdown, Rect, Slider, TabStrip
+from omnigym.envs.gui.widgets import Rect, Slider
 from omnigym.platform.vec_env import make_env
 
 FAMILY_NAMES = list(FAMILIES)

@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 from omnigym.envs.gui.actions import GUIAction
+from omnigym.envs.gui.containers import AppWindow, ListBox, ScrollArea, Tab, TabStrip
+from omnigym.envs.gui.layers import CloseButton, Dialog, Dropdown
 from omnigym.envs.gui.screen import Screen
 from omnigym.envs.gui.widgets import (
-    AppWindow,
     Button,
     Checkbox,
-    CloseButton,
-    Dialog,
     Draggable,
-    Dropdown,
     DropZone,
     Event,
     Label,
-    ListBox,
     RadioButton,
     Rect,
-    ScrollArea,
     Slider,
-    Tab,
-    TabStrip,
     TextField,
     Widget,
     Window,

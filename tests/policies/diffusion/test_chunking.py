@@ -11,8 +11,9 @@ from gymnasium import spaces
 
 from omnigym.core.policy import Policy
 from omnigym.core.types import OnPolicyBatch
+from omnigym.policies.chunking.config import ChunkPolicyConfig
 from omnigym.policies.chunking.data import DemoWindows
-from omnigym.policies.chunking.policy import ChunkPolicy, ChunkPolicyConfig
+from omnigym.policies.chunking.policy import ChunkPolicy
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
 from omnigym.policies.flow.meanflow import MeanFlowPolicy, MeanFlowPolicyConfig
 from omnigym.policies.flow.policy import FlowPolicy, FlowPolicyConfig

@@ -12,8 +12,8 @@ from gymnasium import spaces
 from omnigym.core.policy import Policy
 from omnigym.platform.cli import main
 from omnigym.platform.datasets import load_dataset_steps
+from omnigym.platform.trainers.imitation import ImitationConfig, train_imitation
 from omnigym.policies.chunking.data import DemoWindows
-from omnigym.policies.chunking.train import ImitationConfig, train_imitation
 from omnigym.policies.diffusion.policy import DiffusionPolicy, DiffusionPolicyConfig
 from omnigym.policies.flow.meanflow import MeanFlowPolicy, MeanFlowPolicyConfig
 from omnigym.policies.flow.policy import FlowPolicy, FlowPolicyConfig

@@ -12,8 +12,8 @@ import torch
 from gymnasium import spaces
 
 from omnigym.core.policy import Policy
+from omnigym.platform.trainers.imitation import ImitationConfig, train_imitation
 from omnigym.policies.chunking.data import DemoWindows
-from omnigym.policies.chunking.train import ImitationConfig, train_imitation
 from omnigym.policies.diffusion.planner import (
     DiffusionPlanner,
     DiffusionPlannerConfig,

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from omnigym.policies.vlm.policy import GAME_PROMPT
+from omnigym.policies.vlm.prompts import GAME_PROMPT
 
 L = 8
 PROMPT = 320

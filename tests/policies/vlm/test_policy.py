@@ -7,7 +7,8 @@ from gymnasium import spaces
 from transformers import AutoModelForImageTextToText
 
 from omnigym.core.types import OnPolicyBatch
-from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig, completion_mask, default_system_prompt
+from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig, completion_mask
+from omnigym.policies.vlm.prompts import default_system_prompt
 
 L = 10
 PROMPT = 512

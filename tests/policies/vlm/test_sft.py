@@ -12,9 +12,9 @@ from omnigym.core.policy import Policy
 from omnigym.envs.games.experts import GameSolver
 from omnigym.platform.cli import main
 from omnigym.platform.datasets import collect_dataset
+from omnigym.platform.trainers.vlm_sft import SFTConfig, _minibatch_order, answer_targets, supervised_finetune
 from omnigym.platform.vec_env import make_env
 from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig
-from omnigym.policies.vlm.sft import SFTConfig, _minibatch_order, answer_targets, supervised_finetune
 
 KWARGS = {"action_space": "text", "instructions": True}
 

@@ -18,9 +18,9 @@ from omnigym.platform.datasets import collect_dataset, load_dataset_steps
 from omnigym.platform.evaluate import evaluate_policy
 from omnigym.platform.experiment import load_experiment
 from omnigym.platform.trainers.on_policy import OnPolicyTrainer
+from omnigym.platform.trainers.vlm_sft import SFTConfig, answer_targets, supervised_finetune
 from omnigym.platform.vec_env import make_env
 from omnigym.policies.vlm.policy import VLMPolicy, VLMPolicyConfig
-from omnigym.policies.vlm.sft import SFTConfig, answer_targets, supervised_finetune
 
 ENV_ID = "omnigym/NumberLine-v0"
 ENV_KWARGS = {"action_space": "text", "obs_keys": ["image", "text"], "instructions": False}

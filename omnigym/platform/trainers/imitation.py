@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from omnigym.policies.chunking.config import ChunkPolicyConfig
 from omnigym.policies.chunking.data import DemoWindows
-from omnigym.policies.chunking.policy import ChunkPolicy, ChunkPolicyConfig
+from omnigym.policies.chunking.policy import ChunkPolicy
 
 logger = logging.getLogger(__name__)
 
