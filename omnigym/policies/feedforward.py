@@ -39,6 +39,16 @@ class FeedForwardPolicy(Policy):
     )
     action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Discrete)
 
+    @classmethod
+    def capabilities_for(cls, config: Any, action_space: spaces.Space) -> frozenset[str]:
+        """The capabilities of this type built with ``config`` on ``action_space``, before building.
+
+        ``rsample`` on Box actions; no ``evaluate`` with a deterministic head (``config.action_head``,
+        Gaussian when the config has none). The conformance tests read it to know which capability
+        tests apply.
+        """
+        return _capabilities(cls.capabilities, action_space, getattr(config, "action_head", "gaussian"))
+
     def build_actor(
         self,
         hidden_sizes: tuple[int, ...],
@@ -67,12 +77,8 @@ class FeedForwardPolicy(Policy):
             bounded_mean=bounded_mean,
         )
         gaussian = not isinstance(self.head, CategoricalHead)
-        capabilities = set(type(self).capabilities)
-        if gaussian:
-            capabilities.add("rsample")
-        if isinstance(self.head, DeterministicHead):
-            capabilities.discard("evaluate")
-        setattr(self, "capabilities", frozenset(capabilities))  # noqa: B010  (per instance: depends on the head)
+        capabilities = _capabilities(type(self).capabilities, self.action_space, head)
+        setattr(self, "capabilities", capabilities)  # noqa: B010  (per instance: depends on the head)
         # Box actions of any shape (e.g. a [8, 3] plan): the head works on the flat vector
         self._action_shape: tuple[int, ...] = tuple(self.action_space.shape or ()) if gaussian else ()
         if ortho_init:
@@ -131,3 +137,13 @@ class FeedForwardPolicy(Policy):
         evaluation = self.evaluate(batch.obs, batch.actions)
         loss = -evaluation.logprob.mean()
         return loss, {"train/bc_nll": float(loss.detach())}
+
+
+def _capabilities(base: frozenset[str], action_space: spaces.Space, head: str) -> frozenset[str]:
+    """``base`` plus ``rsample`` on Box actions, less ``evaluate`` under a deterministic head."""
+    capabilities = set(base)
+    if isinstance(action_space, spaces.Box):
+        capabilities.add("rsample")
+        if head == "deterministic":
+            capabilities.discard("evaluate")
+    return frozenset(capabilities)

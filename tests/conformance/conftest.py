@@ -4,6 +4,7 @@ The conformance tests run over *every* registered env, policy and algorithm, so 
 covered without editing them: a test that takes an ``env_id``, ``policy_name`` or ``algo_name``
 argument is parametrized here over the registries (pytest ids are the names).
 
+The policy tests generate their own cases (policy x the spaces it acts in, ``test_policies.py``).
 A policy whose default config cannot act on the policy tests' spaces (a VLM needs a model) gets
 its config from :data:`POLICY_CONFIGS` (fixture ``policy_config_hooks``); a policy that reads one
 env family's observation texts gets them from :data:`POLICY_TEXTS` (fixture ``text_observations``).
@@ -113,7 +114,8 @@ def tiny_model_dirs(tmp_path_factory: pytest.TempPathFactory) -> TinyModelDirs:
 
 
 def vlm_config(obs_kind: str, action_kind: str, tiny_model_dirs: TinyModelDirs) -> Any:
-    """A tiny VLM (image + text) or text-only LM (text) writing text actions; None elsewhere."""
+    """A tiny VLM (image + text) or text-only LM (text) writing text actions; None elsewhere (the
+    policy tests check it only there: ``POLICY_KINDS``)."""
     if action_kind != "text":
         return None
     if obs_kind == "image_text":
@@ -156,8 +158,8 @@ POLICY_CONFIGS: dict[str, PolicyConfigHook] = {
     "noise_steering": steering_config,
 }
 """Policy name -> ``hook(obs_kind, action_kind, tiny_model_dirs)``: the config the policy tests
-build that policy with for those spaces (kinds as in ``test_policies.py``), or None to skip the
-combination. Policies not listed are built with their default config."""
+build that policy with for those spaces (kinds as in ``test_policies.py``; a hook giving None for
+a case the tests generate fails it). Policies not listed are built with their default config."""
 
 
 def game_texts(batch: int) -> list[str]:

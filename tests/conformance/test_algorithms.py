@@ -1,10 +1,13 @@
 """The Algorithm contract, checked for every registered algorithm.
 
 Every algorithm has a round-tripping config dataclass and a YAML in ``configs/algo``, checks its
-policy's capabilities at construction, and (on-policy ones, whose config has ``num_steps``)
-learns from a real CartPole rollout and resumes exactly from its ``state_dict``. Algorithms that
-learn from group rollouts (``collects = "groups"``: the GRPO family) get one from a
-``GroupCollector`` instead.
+policy's capabilities at construction, and learns in its family, decided at collection from its
+class (:func:`family`): on-policy ones (whose config has ``num_steps``) learn from a real
+CartPole rollout and resume exactly from their ``state_dict``; algorithms that learn from group
+rollouts (``collects = "groups"``: the GRPO family) get one from a ``GroupCollector`` instead;
+those that learn from transitions (``learns_from = "transitions"``: off-policy and offline) learn
+from random Pendulum transitions and resume exactly. Each learning test is generated only for its
+family (``on_policy_name``, ``transition_name``); every algorithm must be in one.
 """
 
 from __future__ import annotations
@@ -36,6 +39,34 @@ ON_POLICY_SETTINGS = {
 }  # fmt: skip
 GROUP_MAX_STEPS = 16
 METRIC_NAMESPACES = re.compile(r"^(train|rollout|time|eval)/")
+
+
+def family(cls: type[Algorithm]) -> str:
+    """``"groups"``, ``"rollouts"`` (on-policy), ``"transitions"``, or ``""`` (no learning test fits)."""
+    if getattr(cls, "learns_from", "rollouts") == "transitions":
+        return "transitions"
+    if getattr(cls, "collects", "steps") == "groups":
+        return "groups"
+    return "rollouts" if hasattr(cls.config_class(), "num_steps") else ""
+
+
+FAMILY_ARGS = {"on_policy_name": ("rollouts", "groups"), "transition_name": ("transitions",)}
+"""The arguments that name an algorithm of a family (parametrized here, not in the conftest)."""
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``on_policy_name`` and ``transition_name`` over the algorithms of their family."""
+    for argname, families in FAMILY_ARGS.items():
+        if argname in metafunc.fixturenames:
+            params = []
+            for name in ALGORITHMS.names():
+                try:
+                    if family(ALGORITHMS.get(name)) in families:
+                        params.append(pytest.param(name, id=name))
+                except ImportError as exc:
+                    reason = f"{name}: optional dependency missing: {exc}"
+                    params.append(pytest.param(name, id=name, marks=pytest.mark.skip(reason=reason)))
+            metafunc.parametrize(argname, params)
 
 
 def algorithm_class(name: str) -> type[Algorithm]:
@@ -81,12 +112,10 @@ def build(cls: type[Algorithm], envs: gym.vector.VectorEnv, seed: int, policy: s
 
 
 @pytest.fixture
-def on_policy(algo_name: str, envs: gym.vector.VectorEnv) -> tuple[type[Algorithm], Algorithm, Rollout]:
+def on_policy(on_policy_name: str, envs: gym.vector.VectorEnv) -> tuple[type[Algorithm], Algorithm, Rollout]:
     """An on-policy algorithm with the mlp policy and one collected CartPole rollout."""
-    cls = algorithm_class(algo_name)
-    groups = getattr(cls, "collects", "steps") == "groups"
-    if not groups and not hasattr(cls.config_class(), "num_steps"):
-        pytest.skip(f"{algo_name} is not on-policy (its config has no num_steps)")
+    cls = algorithm_class(on_policy_name)
+    groups = family(cls) == "groups"
     algorithm = build(cls, envs, seed=0)
     if groups:
         group_size = small_config(cls).group_size
@@ -112,6 +141,13 @@ def loss_on(algorithm: Algorithm, batch: Any) -> tuple[float, dict[str, float]]:
 
 
 # --- config ---------------------------------------------------------------------------------------
+def test_has_a_learning_test(algo_name: str) -> None:
+    assert family(algorithm_class(algo_name)), (
+        f"{algo_name} is in no family the learning tests know: not on-policy (no num_steps in its "
+        "config, collects != 'groups') and learns_from != 'transitions'"
+    )
+
+
 def test_config_round_trips(algo_name: str) -> None:
     cls = algorithm_class(algo_name)
     assert cls.name == algo_name, "the class's name must be its registry name"
@@ -199,13 +235,6 @@ TRANSITION_SETTINGS = {"batch_size": 16, "hidden_sizes": (32, 32), "flow_hidden_
 TRANSITION_BATCH = 16
 
 
-def transition_class(name: str) -> type[Algorithm]:
-    cls = algorithm_class(name)
-    if getattr(cls, "learns_from", "rollouts") != "transitions":
-        pytest.skip(f"{name} learns from rollouts, not transitions")
-    return cls
-
-
 def build_transitions(cls: type[Algorithm], seed: int) -> Algorithm:
     """``cls`` (small networks) on Pendulum with its intended policy (``policy_defaults``)."""
     torch.manual_seed(seed)
@@ -244,8 +273,8 @@ def trainable_state(algorithm: Algorithm) -> list[torch.Tensor]:
     return tensors
 
 
-def test_transition_update_returns_finite_metrics_and_learns(algo_name: str) -> None:
-    cls = transition_class(algo_name)
+def test_transition_update_returns_finite_metrics_and_learns(transition_name: str) -> None:
+    cls = algorithm_class(transition_name)
     algorithm = build_transitions(cls, seed=0)
     before = trainable_state(algorithm)
     for seed in range(2):  # two updates: a delayed actor (TD3+BC) moves on the second
@@ -258,8 +287,8 @@ def test_transition_update_returns_finite_metrics_and_learns(algo_name: str) -> 
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True)), "update changed no weight"
 
 
-def test_transition_state_dict_round_trip_resumes_exactly(algo_name: str) -> None:
-    cls = transition_class(algo_name)
+def test_transition_state_dict_round_trip_resumes_exactly(transition_name: str) -> None:
+    cls = algorithm_class(transition_name)
     original = build_transitions(cls, seed=0)
     original.update(random_transitions(0))
     buffer = io.BytesIO()
