@@ -10,5 +10,9 @@ bin="${OMNIGYM_VENV:-$root/.venv}/bin"
 "$bin/ruff" check omnigym tests bench setup.py
 "$bin/ruff" format --check omnigym tests bench setup.py
 "$bin/mypy" omnigym
-"$bin/python" -m pytest -q --durations=15 "$@"
+# One pytest-xdist worker per core (at most 4), each computing on one thread (tests/conftest.py);
+# OMNIGYM_TEST_WORKERS overrides, 0 runs in this process.
+workers="${OMNIGYM_TEST_WORKERS:-$(nproc)}"
+if [ "$workers" -gt 4 ]; then workers=4; fi
+"$bin/python" -m pytest -q -n "$workers" --dist worksteal --durations=15 "$@"
 bash "$root/scripts/wheel_smoke.sh"  # the built wheel, installed away from the checkout, lists/trains/evals

@@ -39,10 +39,28 @@ def conformance_env_ids() -> list[str]:
     return list(dict.fromkeys([*omnigym_env_ids(), *config_env_ids()]))
 
 
+ROM_FAMILY_SAMPLE = ("omnigym/Atari-Pong-v0", "omnigym/Atari-Breakout-v0")
+"""The Atari ids the ``env_class`` checks run on. The 26 ``omnigym/Atari-<Game>-v0`` ids are one env
+class (``AtariEnv``) over 26 ROMs, and a seeded ALE reset reloads the ROM (~0.2 s), so Gymnasium's
+``check_env``, the determinism and the group-reset checks (the class's own code) run on two games;
+the per-game checks (spaces and keys, seeds, NaN, invalid actions, rendering) run on all 26."""
+
+
+def env_class_ids() -> list[str]:
+    """:func:`conformance_env_ids` with the Atari ROM family narrowed to :data:`ROM_FAMILY_SAMPLE`."""
+    return [
+        env_id
+        for env_id in conformance_env_ids()
+        if not env_id.startswith("omnigym/Atari-") or env_id in ROM_FAMILY_SAMPLE
+    ]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``env_id``, ``policy_name`` and ``algo_name`` over the registries."""
+    """Parametrize ``env_id``, ``policy_name`` and ``algo_name`` over the registries (``env_id`` over
+    :func:`env_class_ids` for tests marked ``env_class``)."""
+    per_class = metafunc.definition.get_closest_marker("env_class") is not None
     sources = {
-        "env_id": conformance_env_ids,
+        "env_id": env_class_ids if per_class else conformance_env_ids,
         "policy_name": POLICIES.names,
         "algo_name": ALGORITHMS.names,
     }

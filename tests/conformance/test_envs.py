@@ -5,7 +5,8 @@ use the well-known observation keys, be deterministic given ``reset(seed=...)`` 
 copies reset with one seed start identical), never emit NaN, take clipped out-of-range actions,
 reject invalid ones loudly (one test, checking what the env's action space admits: a Text action
 space has no NaN or out-of-range action, so it skips), and render ``rgb_array`` frames when it
-says it can.
+says it can. Tests marked ``env_class`` check an env class's own code and run on two of the 26
+Atari games (``ROM_FAMILY_SAMPLE`` in conftest), the rest on every env.
 """
 
 from __future__ import annotations
@@ -98,11 +99,13 @@ def is_opengl_error(exc: BaseException) -> bool:
 
 
 # --- API ------------------------------------------------------------------------------------------
+@pytest.mark.env_class
 def test_check_env_unwrapped(env: gym.Env) -> None:
     # Rendering is checked by test_render_rgb_array, which can tell a missing OpenGL from a bug.
     check_env(env.unwrapped, skip_render_check=True)
 
 
+@pytest.mark.env_class
 def test_check_env_wrapped(env: gym.Env) -> None:
     # check_env's close check recreates the env from its spec: covered by the next test.
     check_env(env, skip_render_check=True, skip_close_check=True)
@@ -139,6 +142,7 @@ def test_observation_space_uses_well_known_keys(env: gym.Env) -> None:
 
 
 # --- determinism ----------------------------------------------------------------------------------
+@pytest.mark.env_class
 def test_same_seed_same_trajectory(env_id: str) -> None:
     first, second = make_env(env_id), make_env(env_id)
     actions = seeded_actions(first.action_space, NUM_DETERMINISM_STEPS)
@@ -169,6 +173,7 @@ def test_no_nan_over_random_rollout(env: gym.Env) -> None:
         assert np.isfinite(reward), f"step {t}: reward {reward}"
 
 
+@pytest.mark.env_class
 def test_group_reset_starts_groups_identically(env_id: str) -> None:
     envs = make_vec_env(EnvConfig(id=env_id, num_envs=4))
     try:
