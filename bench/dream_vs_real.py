@@ -103,7 +103,7 @@ def ranking(real_run: Path, model_dir: Path, episodes: int) -> tuple[list[dict[s
     from omnigym.core.policy import Policy
     from omnigym.platform.cli import resolve_policy
     from omnigym.platform.trainers.model_based import RankedPolicy, rank_policies
-    from omnigym.world_models.env import WorldModelEnvConfig
+    from omnigym.platform.vec_env import WorldModelEnvConfig
 
     policies = [
         RankedPolicy(f"sac@{int(d.name.split('_')[1])}", Policy.from_pretrained(d / "policy"))
@@ -455,7 +455,7 @@ def driving(args: argparse.Namespace) -> None:
     from omnigym.core.policy import Policy
     from omnigym.platform.cli import resolve_policy
     from omnigym.platform.trainers.model_based import RankedPolicy, collect_real_data, rank_policies
-    from omnigym.world_models.env import WorldModelEnvConfig
+    from omnigym.platform.vec_env import WorldModelEnvConfig
     from omnigym.world_models.fidelity import DreamVsReal, FidelityReport
 
     torch.set_num_threads(1)

@@ -1,7 +1,7 @@
 """A DIAMOND-style pixel world model: next-frame diffusion conditioned on past frames and actions.
 
 Follows Alonso et al. (2024), "Diffusion for World Modeling: Visual Details Matter in Atari"
-(docs: ALGORITHMS.md section 10.3). An EDM denoiser ``D(x~, sigma | past frames, past actions)``
+(docs/world_models.md). An EDM denoiser ``D(x~, sigma | past frames, past actions)``
 generates the next RGB frame in ``[-1, 1]``; a separate small CNN classifies the step's reward sign
 and termination. Equations (Karras et al. 2022 preconditioning with DIAMOND's offset noise)::
 

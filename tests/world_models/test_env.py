@@ -22,9 +22,9 @@ from torch import Tensor
 from omnigym.core.registry import POLICIES, WORLD_MODELS
 from omnigym.core.types import Obs
 from omnigym.platform.collect import RolloutCollector
-from omnigym.platform.vec_env import EnvConfig, make_env, make_vec_env
+from omnigym.platform.vec_env import EnvConfig, WorldModelEnvConfig, make_env, make_vec_env
 from omnigym.world_models.base import WorldModel, WorldModelConfig
-from omnigym.world_models.env import WorldModelEnv, WorldModelEnvConfig, WorldModelVectorEnv
+from omnigym.world_models.env import WorldModelEnv, WorldModelVectorEnv
 from omnigym.world_models.known import pendulum_reward
 
 ENV_ID = "Pendulum-v1"

@@ -1,17 +1,17 @@
 """Advantages for the GRPO family and off-policy actor-critics: pure tensor functions, no gradient.
 
-* :func:`group_advantages` — group-relative advantages (GRPO, DAPO, Dr. GRPO, Flow-GRPO), ALGORITHMS.md §0.6.
-* :func:`reward_decoupled_advantages` — GDPO's per-reward normalisation, ALGORITHMS.md §4.2.
+* :func:`group_advantages` — group-relative advantages (GRPO, DAPO, Dr. GRPO, Flow-GRPO).
+* :func:`reward_decoupled_advantages` — GDPO's per-reward normalisation.
 * :func:`process_advantages` — GRPO's process supervision: normalised step rewards summed to the end
-  of the episode, ALGORITHMS.md §2.2.
-* :func:`vtrace` — IMPALA's off-policy corrected value targets and advantages, ALGORITHMS.md §5.5.
+  of the episode.
+* :func:`vtrace` — IMPALA's off-policy corrected value targets and advantages.
 * :func:`gae` — re-exported from :mod:`omnigym.platform.returns` (its single home).
 
 Documented choices where the reference implementations differ:
 
 * ``eps = 1e-4`` (TRL's; verl uses 1e-6, oat/Dr. GRPO 1e-8, Flow-GRPO 1e-4).
 * Sample std (Bessel, ``ddof=1``), as ``torch.std`` and the LLM trainers; ``ddof=0`` is available.
-* A group of size 1 gets advantage 0 (TRL; verl would return the raw reward), ALGORITHMS.md §2.6.
+* A group of size 1 gets advantage 0 (TRL; verl would return the raw reward).
 * A group whose rewards are all equal gets exactly 0 (never NaN, never round-off noise).
 * NaN rewards (unscorable responses) are left out of their group's statistics and get advantage 0 (TRL).
 * GDPO normalises the weighted sum over *responses* (TRL variant), not over tokens (verl variant).
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 ADVANTAGE_EPS = 1e-4
-"""Added to the std in advantage normalisation (TRL's value; ALGORITHMS.md §0.6 lists the others)."""
+"""Added to the std in advantage normalisation (TRL's value)."""
 
 
 def _float(x: Tensor) -> Tensor:
@@ -66,7 +66,7 @@ def group_advantages(
     eps: float = ADVANTAGE_EPS,
     ddof: int = 1,
 ) -> Tensor:
-    """Group-relative advantage of every response, ALGORITHMS.md §0.6.
+    """Group-relative advantage of every response.
 
     ``A_i = (r_i - mean_g(r)) / (s + eps)`` where ``s`` is
 
@@ -75,7 +75,7 @@ def group_advantages(
     * ``"none"``: 1 with ``eps = 0``, i.e. ``A_i = r_i - mean_g(r)`` (Dr. GRPO).
 
     Degenerate cases never give NaN: a group with one scored response and a group whose scored rewards
-    are all equal get exactly 0 (the TRL choice, ALGORITHMS.md §2.6). NaN rewards (unscorable responses)
+    are all equal get exactly 0 (the TRL choice.6). NaN rewards (unscorable responses)
     are excluded from their group's mean and std and from the batch std, and get advantage 0 (TRL).
 
     Args:
@@ -132,7 +132,7 @@ def process_advantages(
     eps: float = ADVANTAGE_EPS,
     ddof: int = 1,
 ) -> Tensor:
-    """GRPO with process supervision (DeepSeekMath §4.1.3), ALGORITHMS.md §2.2, for episodes of steps.
+    """GRPO with process supervision (DeepSeekMath §4.1.3).2, for episodes of steps.
 
     Every valid step's reward is normalised over all valid steps of all episodes of its group
     (:func:`group_advantages` over steps, so the same ``scale``, ``eps``, ``ddof`` and degenerate
@@ -174,7 +174,7 @@ def reward_decoupled_advantages(
     eps: float = ADVANTAGE_EPS,
     ddof: int = 1,
 ) -> Tensor:
-    """GDPO advantages (Liu et al., 2026), ALGORITHMS.md §4.2: normalise each reward, then sum, then whiten.
+    """GDPO advantages (Liu et al., 2026): normalise each reward, then sum, then whiten.
 
     ``A_k,i = group_advantages(r_k)_i``, ``S_i = sum_k w_k A_k,i``,
     ``A_i = (S_i - mean(S)) / (std(S) + eps)`` over all ``M`` responses of the batch (response level, the TRL
@@ -229,7 +229,7 @@ def vtrace(
     c_bar: float = 1.0,
     rho_pg_bar: float = 1.0,
 ) -> tuple[Tensor, Tensor]:
-    """V-trace targets and policy-gradient advantages (Espeholt et al., 2018, §4.1), ALGORITHMS.md §5.5.
+    """V-trace targets and policy-gradient advantages (Espeholt et al., 2018, §4.1).
 
     Time-major and boundary-aware like :func:`omnigym.platform.returns.gae`: ``gamma_t = gamma *
     (1 - terminated_t)`` stops bootstrapping at a true end, and the correction ``v_{t+1} - V(x_{t+1})`` is

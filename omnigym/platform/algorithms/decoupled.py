@@ -1,4 +1,4 @@
-"""Decoupled PPO (AReaL, Fu et al., 2025) and A-3PO (Li, Wu, Shen, 2025), ALGORITHMS.md §5.
+"""Decoupled PPO (AReaL, Fu et al., 2025) and A-3PO (Li, Wu, Shen, 2025).
 
 Three policies take part in one update (§5.1):
 

@@ -1,6 +1,6 @@
 """The GRPO family: critic-free, group-relative policy optimisation over group rollouts.
 
-One class, :class:`GRPO`, with the published variants as registered presets (ALGORITHMS.md §2-4):
+One class, :class:`GRPO`, with the published variants as registered presets:
 
 - ``grpo``: advantages ``(R - mean_g) / (std_g + eps)``; clipped ratio per action part;
   ``seq-mean-token-mean`` aggregation; optional KL to a frozen reference policy (k3).
@@ -105,7 +105,7 @@ class GRPOConfig(AlgorithmConfig):
     advantage_eps: float = ADVANTAGE_EPS
     """epsilon added to the std (TRL's 1e-4)."""
     loss_aggregation: str = "seq-mean-token-mean"
-    """How part losses become one scalar (ALGORITHMS.md §0.5): ``seq-mean-token-mean`` (GRPO),
+    """How part losses become one scalar: ``seq-mean-token-mean`` (GRPO),
     ``token-mean`` (DAPO), ``seq-mean-token-sum``, ``seq-mean-token-sum-norm`` (Dr. GRPO)."""
     max_length: int | None = None
     """Dr. GRPO's constant ``L_max`` in parts per episode (None: ``max_episode_steps`` x parts)."""

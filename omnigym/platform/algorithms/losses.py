@@ -1,6 +1,6 @@
 """Policy-loss building blocks of the GRPO family and decoupled (asynchronous) PPO: pure tensor functions.
 
-* :func:`clipped_surrogate` (with clip-higher and dual clip) and :func:`k3_kl`, ALGORITHMS.md §0.3–0.4.
+* :func:`clipped_surrogate` (with clip-higher and dual clip) and :func:`k3_kl`.
 * :func:`aggregation_weights` / :func:`aggregate`: per-token losses to one scalar, §0.5.
 * DAPO's :func:`overlong_penalty` and :func:`informative_groups` (dynamic sampling), §3.2–3.3.
 * AReaL's :func:`decoupled_ppo_loss` and :func:`staleness_capacity`, A-3PO's :func:`a3po_alpha` and
@@ -32,13 +32,13 @@ __all__ = [
 ]
 
 AGGREGATIONS = ("seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-"""Loss aggregation modes (verl ``loss_agg_mode`` names), ALGORITHMS.md §0.5."""
+"""Loss aggregation modes (verl ``loss_agg_mode`` names)."""
 
 
 def clipped_surrogate(
     ratio: Tensor, advantages: Tensor, eps_low: float, eps_high: float, dual_clip: float | None = None
 ) -> Tensor:
-    """PPO's clipped surrogate per element (a loss to minimise), ALGORITHMS.md §0.3.
+    """PPO's clipped surrogate per element (a loss to minimise).
 
     ``max(-A * ratio, -A * clip(ratio, 1 - eps_low, 1 + eps_high))``; ``eps_high > eps_low`` is DAPO's
     clip-higher. The gradient flows only where the unclipped term is active. With ``dual_clip = c > 1``
@@ -64,7 +64,7 @@ def clipped_surrogate(
 
 
 def k3_kl(logprob: Tensor, ref_logprob: Tensor, clamp: float = 20.0) -> Tensor:
-    """Schulman's k3 estimate of KL(pi_theta || pi_ref) per sampled token, ALGORITHMS.md §0.4.
+    """Schulman's k3 estimate of KL(pi_theta || pi_ref) per sampled token.
 
     ``k3 = exp(x) - x - 1`` with ``x = ref_logprob - logprob``: unbiased, non-negative, low variance (GRPO's
     estimator). Like verl, ``x`` is clamped to ``[-clamp, clamp]`` and the result to ``[-10, 10]``.
@@ -91,7 +91,7 @@ def _dense_index(ids: Tensor) -> tuple[Tensor, int]:
 def aggregation_weights(
     mask: Tensor, sequence_ids: Tensor, mode: str, max_length: int | None = None
 ) -> Tensor:
-    """Weights that turn per-part losses into one scalar: ``sum(weights * loss)``, ALGORITHMS.md §0.5.
+    """Weights that turn per-part losses into one scalar: ``sum(weights * loss)``.
 
     With ``n_s`` the valid parts of sequence ``s`` (summed over all its rows) and ``S`` the number of
     sequences with ``n_s > 0`` (empty sequences are not counted, rule b):
@@ -165,7 +165,7 @@ def aggregate(
 
 @torch.no_grad()
 def overlong_penalty(lengths: Tensor, max_length: int, cache_length: int) -> Tensor:
-    """DAPO's soft overlong punishment (Yu et al., 2025, §3.2 / ALGORITHMS.md §3.2), added to the reward.
+    """DAPO's soft overlong punishment (Yu et al., 2025, §3.2), added to the reward.
 
     0 up to ``max_length - cache_length`` tokens, then a linear ramp down to -1 at ``max_length``, and -1
     beyond it.
@@ -217,7 +217,7 @@ def informative_groups(metric: Tensor, group_ids: Tensor) -> Tensor:
 
 @torch.no_grad()
 def a3po_alpha(current_version: int | Tensor, behaviour_version: Tensor) -> Tensor:
-    """A-3PO's interpolation weight of the proximal policy (Li et al., 2025), ALGORITHMS.md §5.4.
+    """A-3PO's interpolation weight of the proximal policy (Li et al., 2025).
 
     With ``v_prox = v_theta - 1``: ``alpha = (v_prox - v_behave) / (v_theta - v_behave)``, 0 where
     ``v_theta - v_behave <= 0`` (fresh tokens) or ``v_behave < 0`` (prompt tokens), clipped to ``[0, 1]``.
@@ -244,7 +244,7 @@ def approximate_proximal_logprob(
     alpha: Tensor,
     method: Literal["loglinear", "linear"] = "loglinear",
 ) -> Tensor:
-    """A-3PO's proximal log-probability without an extra forward pass, ALGORITHMS.md §5.4.
+    """A-3PO's proximal log-probability without an extra forward pass.
 
     * ``"loglinear"`` (recommended): ``lp_behav + alpha * (sg(lp_theta) - lp_behav)``;
     * ``"linear"``: ``log((1 - alpha) * pi_behav + alpha * sg(pi_theta) + 1e-10)``.
@@ -286,7 +286,7 @@ def decoupled_ppo_loss(
     weight_cap: float | None = None,
     cap_mode: Literal["mask", "clamp"] = "mask",
 ) -> tuple[Tensor, Tensor]:
-    """AReaL's decoupled PPO objective per element (Fu et al., 2025), ALGORITHMS.md §5.2.
+    """AReaL's decoupled PPO objective per element (Fu et al., 2025).
 
     ``w = sg(pi_prox / pi_behav)`` corrects for the (stale) behaviour policy; ``u = pi_theta / pi_prox`` is
     the trust-region ratio, clipped around the recent proximal policy: ``loss = w * clipped_surrogate(u, A)``.
@@ -329,7 +329,7 @@ def staleness_capacity(
     running: int,
     max_concurrent: int | None = None,
 ) -> int:
-    """How many more rollouts may be submitted now (AReaL's staleness manager), ALGORITHMS.md §5.3.
+    """How many more rollouts may be submitted now (AReaL's staleness manager).
 
     ``min((eta + v + 1) * B - (accepted + running), max_concurrent - running)``: no consumed sample is more
     than ``eta`` versions older than the trainer. Submit only while the result is positive (it may be

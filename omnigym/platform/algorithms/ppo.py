@@ -1,9 +1,9 @@
 """Proximal Policy Optimization (Schulman et al., 2017) with GAE, value clipping and an entropy bonus.
 
-Follows ALGORITHMS.md §1 with CleanRL's choices where the libraries differ: the value loss is
-``0.5 * max(unclipped, clipped)`` squared error with the policy's clip range, advantages are
+Follows the paper with CleanRL's choices where the libraries differ (docs/algorithms/ppo.md): the
+value loss is ``0.5 * max(unclipped, clipped)`` squared error with the policy's clip range, advantages are
 normalised per minibatch, the learning rate anneals linearly to 0. Unlike CleanRL, truncated
-episodes bootstrap from the value of their true final observation (SB3's rule, §1.6).
+episodes bootstrap from the value of their true final observation (SB3's rule).
 
 The loss is written over action *parts* (``logprob [B, L]`` with a mask), so the same code
 scores a one-part Gaussian action and an L-token text action (token-mean aggregation).

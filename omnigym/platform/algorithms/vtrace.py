@@ -1,4 +1,4 @@
-"""IMPALA actor-critic with V-trace targets (Espeholt et al., 2018), ALGORITHMS.md §5.5.
+"""IMPALA actor-critic with V-trace targets (Espeholt et al., 2018).
 
 V-trace corrects for the gap between the behaviour policy ``mu`` that collected a rollout and the
 target policy ``pi`` being learned with truncated importance weights ``rho = pi / mu``::

@@ -46,7 +46,7 @@ def _cmd_world_model_fit(args: argparse.Namespace) -> int:
     from omnigym.platform.experiment import config_dir
     from omnigym.platform.seeding import seed_everything
     from omnigym.platform.trainers import model_based as mb
-    from omnigym.world_models.env import WorldModelEnvConfig
+    from omnigym.platform.vec_env import WorldModelEnvConfig
 
     if args.dataset is not None and args.policy is not None:
         raise SystemExit("world-model fit: --policy chooses who collects; it needs --collect, not --dataset")
@@ -124,8 +124,8 @@ def _cmd_world_model_dream(args: argparse.Namespace) -> int:
 
 def _cmd_world_model_eval(args: argparse.Namespace) -> int:
     from omnigym.platform.trainers import model_based as mb
+    from omnigym.platform.vec_env import WorldModelEnvConfig
     from omnigym.policies.baselines import RandomPolicy
-    from omnigym.world_models.env import WorldModelEnvConfig
     from omnigym.world_models.fidelity import FidelityReport
 
     model_dir = Path(args.model)

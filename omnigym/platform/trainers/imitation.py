@@ -1,6 +1,6 @@
 """Imitation learning for the action-chunk policies: AdamW on demonstration windows.
 
-Diffusion Policy's recipe (ALGORITHMS.md §9.1): AdamW (lr 1e-4, betas (0.95, 0.999), weight
+Diffusion Policy's recipe: AdamW (lr 1e-4, betas (0.95, 0.999), weight
 decay 1e-6), a cosine learning-rate schedule with warm-up, an EMA update after every step, and
 min-max normalisers fitted once on the whole dataset. :func:`imitate_dataset` builds a policy
 for a Minari dataset's spaces and trains it; :func:`train_imitation` trains a given policy.

@@ -40,10 +40,10 @@ from omnigym.platform.experiment import ExperimentConfig, ModelBasedConfig
 from omnigym.platform.run_dirs import CONFIG_FILE, RESULTS_FILE, check_new_run_dir
 from omnigym.platform.seeding import seed_everything
 from omnigym.platform.trainers.on_policy import TrainResult
-from omnigym.platform.vec_env import make_env, to_env_action
+from omnigym.platform.vec_env import WorldModelEnvConfig, make_env, to_env_action
 from omnigym.policies.baselines import RandomPolicy, RandomPolicyConfig
 from omnigym.world_models.base import WorldModel, WorldModelConfig
-from omnigym.world_models.env import WorldModelEnvConfig, WorldModelVectorEnv
+from omnigym.world_models.env import WorldModelVectorEnv
 from omnigym.world_models.fidelity import Episode, FidelityReport, PolicyReturn, k_step_errors, spearman
 from omnigym.world_models.known import KnownFn, known_reward
 from omnigym.world_models.training import ProgressCallback, fit_world_model

@@ -113,7 +113,7 @@ class ChunkPolicy(ChunkPolicyBase):
     def freeze_chain_prefix(self) -> None:
         """Run the chain's deterministic first ``N - K`` steps with a frozen copy of the current weights.
 
-        DPPO (ALGORITHMS.md §7.2) fine-tunes a copy of the network for the last K (stochastic)
+        DPPO fine-tunes a copy of the network for the last K (stochastic)
         steps only and keeps the pre-trained one for the earlier steps. Without this, the shared
         weights also move the earlier steps, which are not parts, so their change escapes the
         likelihood ratio. Call it once, before fine-tuning starts (after :meth:`use_ema_weights`);

@@ -1,12 +1,12 @@
 """Diffusion Policy (Chi et al., 2023): a DDPM over normalised action chunks.
 
-Training (ALGORITHMS.md §9.1): ``k ~ U{0..K-1}``, ``A_k = sqrt(ᾱ_k) A_0 + sqrt(1 - ᾱ_k) ε``,
+Training: ``k ~ U{0..K-1}``, ``A_k = sqrt(ᾱ_k) A_0 + sqrt(1 - ᾱ_k) ε``,
 loss ``mean((ε_θ(A_k, k, obs) - ε)^2)`` with diffusers' ``DDPMScheduler`` (K = 100,
 ``squaredcos_cap_v2``). Sampling runs ``num_inference_steps`` steps of ``DDIMScheduler``
 (deterministic, η = 0) or ``DPMSolverMultistepScheduler`` on the same schedule, with x̂_0
 clipped to [-1, 1].
 
-RL fine-tuning (DPPO, ALGORITHMS.md §7.2), with ``rl_chain``: the chunk is sampled by the DDIM
+RL fine-tuning (DPPO.2), with ``rl_chain``: the chunk is sampled by the DDIM
 step with noise, ``x_{k-1} ~ N(μ_k, σ_k^2)`` with ``μ_k = sqrt(ᾱ_prev) x̂_0 + sqrt(1 - ᾱ_prev - σ_k^2) ε̂``
 (x̂_0 clipped, ε̂ re-derived from it) and ``σ_k = η sqrt((1 - ᾱ_prev) / (1 - ᾱ_k) (1 - ᾱ_k / ᾱ_prev))``
 (η = 1: the DDPM posterior on the strided schedule), the std floored at

@@ -1,6 +1,6 @@
 """MeanFlow (Geng et al., 2025): one-step action chunks from a learned average velocity.
 
-ALGORITHMS.md §9.3, the paper's convention (noise at t = 1, as ``flow``): ``z_t = (1 - t) x + t ε``,
+The paper's convention (noise at t = 1, as ``flow``): ``z_t = (1 - t) x + t ε``,
 ``v = ε - x``. The network predicts the average velocity ``u(z, r, t)`` over [r, t]; the MeanFlow
 identity ``u = v - (t - r) d/dt u`` gives the regression target, with ``d/dt u`` one JVP of the
 network along the tangent ``(dz, dr, dt) = (v, 0, 1)``. Sampling: ``x = ε - u(ε, 0, 1)`` in one

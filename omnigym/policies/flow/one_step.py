@@ -1,6 +1,6 @@
 """A one-step flow policy ``mu(s, z)``: noise in, action out, in one network call (FQL's deployable actor).
 
-Flow Q-Learning (ALGORITHMS.md §9.4) trains an iterative BC flow policy and distils it, together
+Flow Q-Learning trains an iterative BC flow policy and distils it, together
 with a Q-maximisation term, into this network: ``a = clip(mu(features(s), z), low, high)`` with
 ``z ~ N(0, I)`` of the action's size. Acting is one forward pass, with no ODE to integrate; the
 clip (not a tanh) keeps the action inside the Box bounds, as FQL does. The flow itself belongs

@@ -1,16 +1,16 @@
 """A rectified-flow / conditional flow-matching action-chunk policy (π0's convention).
 
-ALGORITHMS.md §9.2, noise at t = 1 (π0 / SD3, the convention Flow-GRPO's SDE sampler uses):
+Flow matching (Lipman et al., 2023), noise at t = 1 (π0 / SD3, the convention Flow-GRPO's SDE sampler uses):
 ``x_t = t ε + (1 - t) a``, target velocity ``u = ε - a``, loss ``mean((v_θ(x_t, t, obs) - u)^2)``
 with ``t = 0.999 Beta(1.5, 1) + 0.001`` (or uniform). Sampling starts at ``x = ε`` (t = 1) and
 integrates ``dx = v dt`` to t = 0 with ``num_inference_steps`` Euler or Heun steps.
 
-RL fine-tuning (Flow-GRPO, ALGORITHMS.md §7.1), with ``rl_chain``: each Euler step becomes the
+RL fine-tuning (Flow-GRPO.1), with ``rl_chain``: each Euler step becomes the
 Euler–Maruyama step of the reverse SDE with the ODE's marginals (``sde_step_with_logprob``),
 ``σ_t = a sqrt(t / (1 - t))`` (``1 - t_1`` in the denominator at t = 1, as the reference code),
 ``μ = x (1 + σ_t^2 Δt / (2t)) + v (1 + σ_t^2 (1 - t) / (2t)) Δt``, ``x' = μ + σ_t sqrt(-Δt) z``;
 every step is a part scored by its Gaussian log-density, or, with ``ft_denoising_steps`` K, only
-the last K (DPPO, ALGORITHMS.md §7.2: the earlier ones stay Euler ODE steps, which
+the last K (DPPO: the earlier ones stay Euler ODE steps, which
 :meth:`~omnigym.policies.chunking.policy.ChunkPolicy.freeze_chain_prefix` can pin to the
 pre-trained weights). Since the SDE has the ODE's marginals at every t, switching from the ODE to
 the SDE at t = K / N keeps the chunk's distribution (up to the discretisation).

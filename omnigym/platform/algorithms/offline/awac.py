@@ -4,7 +4,7 @@ The critic is an ordinary TD learner of the current policy (no entropy term); th
 maximises the dataset (or replay) actions' log-likelihood weighted by ``exp(A / lambda)``, with
 ``A = Q(s, a) - Q(s, a~pi)``, which keeps the policy close to the data without an explicit
 behaviour model. The same losses continue online with new data appended to the buffer.
-Spec: ALGORITHMS.md section 8.4; CORL's ``awac.py`` is the reference implementation.
+CORL's ``awac.py`` is the reference implementation.
 """
 
 from __future__ import annotations

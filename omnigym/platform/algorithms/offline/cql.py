@@ -3,7 +3,7 @@
 Each critic's loss adds ``alpha_cql * gap_j``, where ``gap_j`` is the batch mean of a soft maximum
 of ``Q_j`` over sampled actions (uniform, next-state and current policy samples, importance-
 weighted by their densities: CQL(H)) minus ``Q_j`` of the dataset action. The Lagrange variant
-tunes the weight so the gap settles at ``cql_target_action_gap``. Spec: ALGORITHMS.md section 8.3;
+tunes the weight so the gap settles at ``cql_target_action_gap``. See docs/algorithms/offline.md;
 CORL's ``cql.py`` is the reference implementation.
 """
 

@@ -4,7 +4,7 @@ Three networks: a behaviour-cloning flow ``v_psi(s, x_t, t)`` (a velocity field,
 trained by flow matching on the dataset's actions; the deployable one-step policy ``mu_omega(s, z)``
 (the ``one_step_flow`` policy), which regresses onto the flow's 10-step Euler solution for the same
 noise ``z`` while maximising Q; and an ensemble of layer-normed critics. The one-step policy never
-back-propagates through the ODE, and acting needs no iterative sampling. Spec: ALGORITHMS.md §9.4;
+back-propagates through the ODE, and acting needs no iterative sampling. See docs/algorithms/offline.md;
 the reference is seohongpark/fql ``agents/fql.py``.
 
 Like the reference, one gradient step updates critic and actor together from the same batch (the

@@ -4,7 +4,7 @@ IQL never evaluates Q on actions outside the dataset. A state-value network ``V`
 expectile of ``Q(s, a)`` over the dataset's actions (expectile regression with ``tau > 0.5``
 approximates the max over in-support actions), Q regresses onto ``r + gamma * V(s')``, and the
 policy maximises the dataset actions' log-likelihood weighted by ``exp(beta * (Q - V))``.
-Spec: ALGORITHMS.md section 8.2; CORL's ``iql.py`` is the reference implementation.
+CORL's ``iql.py`` is the reference implementation.
 """
 
 from __future__ import annotations

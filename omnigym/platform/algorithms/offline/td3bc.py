@@ -2,8 +2,8 @@
 
 The actor maximises ``lambda * Q1(s, pi(s)) - (pi(s) - a)^2`` with ``lambda = alpha / mean|Q1(s, pi(s))|``,
 so the Q term's scale never swamps the behaviour-cloning term. States are normalised with the
-dataset's statistics (``normalize_obs``, the policy's ``normalize_obs: true``). Spec:
-ALGORITHMS.md section 8.1; CORL's ``td3_bc.py`` is the reference implementation.
+dataset's statistics (``normalize_obs``, the policy's ``normalize_obs: true``). See
+docs/algorithms/offline.md; CORL's ``td3_bc.py`` is the reference implementation.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ pair for targets) at a high update-to-data ratio, started from the policy and cr
 offline run (CQL / Cal-QL). Before its first update the online trainer runs the frozen
 pre-trained policy for ``warmup_steps`` env steps into an empty buffer, which re-calibrates the
 critics to the online state distribution instead of letting them collapse. The losses and the
-update are SAC's. Spec: ALGORITHMS.md section 8.6; zhouzypaul/wsrl is the reference implementation.
+update are SAC's. zhouzypaul/wsrl is the reference implementation.
 """
 
 from __future__ import annotations
