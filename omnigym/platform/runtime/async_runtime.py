@@ -73,6 +73,12 @@ def check_async_support(config: ExperimentConfig, *, groups: bool, probe: gym.ve
         )
 
 
+def carry_over_capacity(amount: float, capacity: float) -> tuple[float, float]:
+    """Split ``amount`` into what fits in ``capacity`` now and what carries to the next window."""
+    reported = min(amount, capacity)
+    return reported, amount - reported
+
+
 class AsyncRuntime:
     """Env workers, data manager, admission gate and weight channel for one training run.
 
@@ -111,6 +117,7 @@ class AsyncRuntime:
         self._last_batch: Batch | None = None
         self._window_start = 0.0
         self._window_totals: dict[str, float] = {}
+        self._env_carry_s = 0.0
         self._update_start = 0.0
         self._update_s = 0.0
 
@@ -162,7 +169,9 @@ class AsyncRuntime:
     def metrics(self) -> dict[str, float]:
         """``runtime/``, ``sync/`` and ``data/`` metrics of the iteration since the last call.
 
-        ``runtime/env_util``: fraction of the workers' wall time spent in env ``step``/``reset``;
+        ``runtime/env_util``: fraction of the workers' wall time spent in env ``step``/``reset``
+        (env time reported after the line it belongs to, as Ray actors' is when their chunk comes
+        back, is carried into the next lines, so a line never reads above 1 and the run keeps it all);
         ``runtime/learner_util``: fraction of the learner's time in ``process_rollout`` + ``update``
         (the rest is waiting for data, publishing, logging); ``runtime/samples_per_s``: trained
         samples per second; ``data/staleness_<k>``: chunks consumed with staleness ``k`` so far.
@@ -172,8 +181,10 @@ class AsyncRuntime:
         window = max(now - self._window_start, 1e-9)
         delta = {k: totals[k] - self._window_totals.get(k, 0.0) for k in totals}
         self._window_start, self._window_totals = now, totals
+        capacity = window * self.num_workers
+        env_s, self._env_carry_s = carry_over_capacity(delta["env_s"] + self._env_carry_s, capacity)
         out = {
-            "runtime/env_util": delta["env_s"] / (window * self.num_workers),
+            "runtime/env_util": env_s / capacity,
             "runtime/worker_wait_frac": delta["wait_s"] / (window * self.num_workers),
             "runtime/env_steps_total": totals["env_steps"],
             "runtime/restarts": float(self.pool.restarts),

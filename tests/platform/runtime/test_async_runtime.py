@@ -19,6 +19,7 @@ from omnigym.core.types import Rollout
 from omnigym.platform.experiment import build_experiment, load_experiment
 from omnigym.platform.runtime import RuntimeConfig
 from omnigym.platform.runtime.admission import AdmissionGate
+from omnigym.platform.runtime.async_runtime import carry_over_capacity
 from omnigym.platform.runtime.learner import concat_rollouts
 from omnigym.platform.runtime.weight_channel import WeightChannel
 from omnigym.platform.runtime.weight_sync import WeightReceiver, WeightSyncConfig, bit_view
@@ -204,6 +205,15 @@ def test_admission_capacity_follows_areal_formula() -> None:
     assert gate.capacity() == 513
     gate.close()
     assert not gate.acquire(timeout=0)
+
+
+def test_env_time_reported_late_carries_into_the_next_lines() -> None:
+    # 2 workers, 1 s windows (capacity 2 s): a Ray chunk's 3 s of env time arrives in window 2
+    reported, carry = [], 0.0
+    for arrived in (0.5, 3.0, 0.4, 0.0):
+        now, carry = carry_over_capacity(arrived + carry, capacity=2.0)
+        reported.append(now)
+    assert reported == [0.5, 2.0, 1.4, 0.0] and carry == 0.0  # no line above 1, nothing lost
 
 
 def test_concat_rollouts_shifts_final_index() -> None:

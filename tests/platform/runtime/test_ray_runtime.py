@@ -101,7 +101,7 @@ def test_ray_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, tmp
         assert len(chunk_gaps(runtime.consumed, worker_id)) <= data.dropped_stale + data.dropped_capacity
     last = lines[-1]
     assert last["runtime/restarts"] == 0.0 and last["runtime/samples_per_s"] > 0
-    env_util = [m["runtime/env_util"] for m in lines]  # credited when a chunk comes back
+    env_util = [m["runtime/env_util"] for m in lines]  # late chunks carry over: no line > 1
     assert np.mean(env_util) > 0 and max(env_util) <= 1.0 and last["sync/bytes"] > 0
     assert live_actor_count(runtime) == 0, "closing the runtime left actors running"
 
