@@ -7,9 +7,16 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
 cd "$root"
 bin="${OMNIGYM_VENV:-$root/.venv}/bin"
+# Cache bytecode (and pytest's rewritten test modules): else every test process compiles them again.
+unset PYTHONDONTWRITEBYTECODE
 "$bin/ruff" check omnigym tests bench setup.py
 "$bin/ruff" format --check omnigym tests bench setup.py
+# The driving env's numba kernels compile into their on-disk cache on the other core while mypy
+# checks types, instead of in every pytest worker at once.
+"$bin/python" -m omnigym.envs.driving.warmup &
+warmup=$!
 "$bin/mypy" omnigym
+wait "$warmup"
 # One pytest-xdist worker per core (at most 4), each computing on one thread (tests/conftest.py);
 # OMNIGYM_TEST_WORKERS overrides, 0 runs in this process.
 workers="${OMNIGYM_TEST_WORKERS:-$(nproc)}"

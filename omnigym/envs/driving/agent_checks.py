@@ -122,7 +122,7 @@ def collisions(
     return nc, colliding
 
 
-@njit(cache=True)
+@njit  # the per-step reference form (tests): off the env's path, so not cached on disk
 def _step_collisions(
     ego_pose: np.ndarray,
     ego_speed: np.ndarray,
@@ -315,7 +315,7 @@ def ttc_ok(
     return ok
 
 
-@njit(cache=True)
+@njit  # the per-step reference form (tests): off the env's path, so not cached on disk
 def _step_ttc(
     ego_pose: np.ndarray,
     ego_speed: np.ndarray,

@@ -82,6 +82,8 @@ _kernels_checked = False
 def announce_kernel_compilation() -> bool:
     """Print a one-line notice on stderr when the driving kernels are not compiled yet.
 
+    ``python -m omnigym.envs.driving.warmup`` compiles them all ahead of use.
+
     Numba compiles them on first use (a minute or more on a small CPU, longer under load) and
     caches them on disk; until then the first reset and step look like a hang. Checked once per
     process; returns whether the notice was printed.
@@ -107,13 +109,14 @@ def _kernels() -> list[Any]:
     """The numba dispatchers of :data:`KERNEL_MODULES` that cache their machine code."""
     import importlib
 
+    from numba.core.caching import FunctionCache
     from numba.core.registry import CPUDispatcher
 
     found: dict[int, Any] = {}
     for name in KERNEL_MODULES:
         module = importlib.import_module(f"omnigym.envs.driving.{name}")
         for value in vars(module).values():
-            if isinstance(value, CPUDispatcher) and getattr(value, "_cache", None) is not None:
+            if isinstance(value, CPUDispatcher) and isinstance(getattr(value, "_cache", None), FunctionCache):
                 found[id(value)] = value
     return list(found.values())
 
