@@ -18,14 +18,17 @@ from omnigym.envs.driving.observations import VECTOR_KEYS
 
 
 def compile_kernels(steps: int = 3) -> float:
-    """Step each traffic model in each action mode, with the vector and the VLM observations and
-    the PDM-Closed planner's privileged plans, so that every kernel compiles.
+    """Step every traffic model and action mode once, so that every kernel compiles.
+
+    Each runs with the vector and the VLM observations and the PDM-Closed planner's privileged
+    plans.
 
     Returns the seconds it took (near zero when the cache is already warm).
     """
     start = time.perf_counter()
     observations = (VECTOR_KEYS, ("state", "image", "text"))
-    for traffic, action_mode, obs_keys in itertools.product(("log", "idm"), ("control", "plan"), observations):
+    setups = itertools.product(("log", "idm"), ("control", "plan"), observations)
+    for traffic, action_mode, obs_keys in setups:
         env = DrivingVectorEnv(
             num_envs=2, action_mode=action_mode, traffic=traffic, obs_keys=obs_keys, privileged=["pdm_closed"]
         )
