@@ -13,7 +13,7 @@ unset PYTHONDONTWRITEBYTECODE
 "$bin/ruff" format --check omnigym tests bench setup.py
 # The driving env's numba kernels compile into their on-disk cache on the other core while mypy
 # checks types, instead of in every pytest worker at once.
-"$bin/python" -m omnigym.envs.driving.warmup &
+"$bin/python" -c "from omnigym.envs.driving.warmup import compile_kernels as c; print(f'driving kernels compiled in {c():.0f} s')" &
 warmup=$!
 "$bin/mypy" omnigym
 wait "$warmup"

@@ -1,9 +1,9 @@
 """Compile the driving simulator's numba kernels into numba's on-disk cache, ahead of use.
 
 The kernels (``@njit(cache=True)``) compile on their first call, which takes tens of seconds on a
-cold machine. Running this once after installing (``python -m omnigym.envs.driving.warmup``)
-moves that cost out of the first training run, a container build's first job, or a test run
-(``scripts/test.sh`` runs it beside the type check). Every later process loads the compiled code.
+cold machine. Calling :func:`compile_kernels` once after installing moves that cost out of the
+first training run, a container build's first job, or a test run (``scripts/test.sh`` runs it
+beside the type check). Every later process loads the compiled code.
 """
 
 from __future__ import annotations
@@ -37,12 +37,3 @@ def compile_kernels(steps: int = 3) -> float:
             env.step(np.zeros(env.action_space.shape, dtype=env.action_space.dtype))
         env.close()
     return time.perf_counter() - start
-
-
-def main() -> None:
-    """Compile, and say how long it took."""
-    print(f"driving kernels compiled and cached in {compile_kernels():.1f} s")
-
-
-if __name__ == "__main__":
-    main()
