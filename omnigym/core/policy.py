@@ -51,7 +51,10 @@ def describe_space(space: spaces.Space) -> str:
         return f"Text(max_length={space.max_length})"
     if isinstance(space, spaces.Dict):
         return "Dict(" + ", ".join(f"{k}: {describe_space(s)}" for k, s in space.spaces.items()) + ")"
-    return str(space)
+    text = str(space)
+    if isinstance(space, spaces.Box) and "\n" in text:  # per-element bounds of a matrix: summarised
+        return f"Box({space.low.min():g}..{space.high.max():g}, {space.shape}, {space.dtype})"
+    return text
 
 
 def space_names(types: tuple[type[spaces.Space], ...]) -> str:

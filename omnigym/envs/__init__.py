@@ -110,6 +110,18 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
 ]
 
 
+ACTION_SPACE_VARIANTS: dict[str, tuple[str, ...]] = {
+    **{env_id: ("text",) for env_id, entry, _ in _OMNIGYM_ENVS if entry.startswith(_GAMES)},
+    **{env_id: ("structured",) for env_id, entry, _ in _OMNIGYM_ENVS if entry == _GUI},
+    **dict.fromkeys(
+        ("omnigym/DrivingPlan-v0", "omnigym/DrivingPlanReactive-v0", "omnigym/DrivingVLM-v0"), ("text",)
+    ),
+}
+"""Each env id's other values of its ``action_space`` keyword argument (games: ``discrete`` by
+default, ``text``; GUI: ``text``, ``structured``; driving plan envs: ``box``, ``text``). The
+conformance tests check every env in each of them."""
+
+
 def register_envs() -> None:
     """Register every omnigym env with Gymnasium's registry (idempotent)."""
     for env_id, entry_point, kwargs in _OMNIGYM_ENVS:

@@ -24,7 +24,7 @@ import pytest
 
 from omnigym.core.config import list_options, load_yaml
 from omnigym.core.registry import ALGORITHMS, POLICIES
-from omnigym.envs import omnigym_env_ids
+from omnigym.envs import ACTION_SPACE_VARIANTS, omnigym_env_ids
 from omnigym.platform.experiment import config_dir
 
 
@@ -55,12 +55,24 @@ def env_class_ids() -> list[str]:
     ]
 
 
+def env_variants() -> list[str]:
+    """``"<id> action_space=<mode>"`` for each env's other action spaces (``ACTION_SPACE_VARIANTS``;
+    the Atari ROM family's text mode, the class's own code, on :data:`ROM_FAMILY_SAMPLE`)."""
+    return [
+        f"{env_id} action_space={mode}"
+        for env_id, modes in ACTION_SPACE_VARIANTS.items()
+        if not env_id.startswith("omnigym/Atari-") or env_id in ROM_FAMILY_SAMPLE
+        for mode in modes
+    ]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``env_id``, ``policy_name`` and ``algo_name`` over the registries (``env_id`` over
     :func:`env_class_ids` for tests marked ``env_class``)."""
     per_class = metafunc.definition.get_closest_marker("env_class") is not None
     sources = {
         "env_id": env_class_ids if per_class else conformance_env_ids,
+        "env_variant": env_variants,
         "policy_name": POLICIES.names,
         "algo_name": ALGORITHMS.names,
     }

@@ -6,7 +6,9 @@ copies reset with one seed start identical), never emit NaN, take clipped out-of
 reject invalid ones loudly (one test, checking what the env's action space admits: a Text action
 space has no NaN or out-of-range action, so it skips), and render ``rgb_array`` frames when it
 says it can. Tests marked ``env_class`` check an env class's own code and run on two of the 26
-Atari games (``ROM_FAMILY_SAMPLE`` in conftest), the rest on every env.
+Atari games (``ROM_FAMILY_SAMPLE`` in conftest), the rest on every env. The ``env_variant`` tests
+check each env in its other action spaces (``omnigym.envs.ACTION_SPACE_VARIANTS``: text actions of
+the games and driving, structured GUI actions).
 """
 
 from __future__ import annotations
@@ -265,3 +267,39 @@ def test_render_rgb_array(
     assert frame.dtype == np.uint8, f"frame dtype {frame.dtype}"
     assert frame.ndim == 3 and frame.shape[-1] == 3 and min(frame.shape[:2]) > 0, f"frame shape {frame.shape}"
     assert frame.std() > 0, "render() returned a blank frame"
+
+
+# --- other action spaces --------------------------------------------------------------------------
+def make_variant(env_variant: str) -> gym.Env:
+    """The env of ``"<id> action_space=<mode>"``."""
+    env_id, setting = env_variant.split(" ")
+    key, value = setting.split("=")
+    return make_env(env_id, **{key: value})
+
+
+def test_variant_passes_check_env(env_variant: str) -> None:
+    env = make_variant(env_variant)
+    try:
+        check_env(env, skip_render_check=True, skip_close_check=True)
+    finally:
+        env.close()
+
+
+def test_variant_is_deterministic_and_answers_random_actions(env_variant: str) -> None:
+    """Random actions of a Text space are mostly replies that do not parse: each gets a defined
+    outcome (``info["action_valid"]`` False, a finite reward), the same one for the same seed."""
+    first, second = make_variant(env_variant), make_variant(env_variant)
+    actions = seeded_actions(first.action_space, NUM_DETERMINISM_STEPS)
+    try:
+        runs = [rollout(first, 5, actions), rollout(second, 5, actions)]
+        for t, (step, ref) in enumerate(zip(*runs, strict=True)):
+            assert_obs_equal(step[0], ref[0], f"step {t}, obs")
+            assert step[1:] == ref[1:], f"step {t}: (reward, terminated, truncated) differ"
+            assert first.observation_space.contains(step[0]) and np.isfinite(step[1]), f"step {t}"
+        if isinstance(first.action_space, spaces.Text):
+            first.reset(seed=0)
+            info = first.step(actions[0])[-1]
+            assert info["action_valid"] in (True, False) and isinstance(info["action_error"], str)
+    finally:
+        first.close()
+        second.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -20,6 +21,11 @@ class DrivingConfig:
     action_mode: Literal["control", "plan"] = "control"
     """``control``: (acceleration m/s², steering rate rad/s) per 0.1 s; ``plan``: NAVSIM-style
     8 poses (x, y, heading; ego frame) at 0.5 s..4 s, tracked for ``replan_every`` steps."""
+    action_space: Literal["box", "text"] = "box"
+    """``box``: numbers (see ``action_mode``); ``text`` (plan mode): a written plan or a meta action
+    such as ``change left, accelerate``, for language-model policies (``text_actions.py``)."""
+    invalid_action_penalty: float = -0.1
+    """Added to the reward of a text action that does not parse (its slot keeps its last valid action)."""
     replan_every: int = 5
     """Plan mode: 0.1 s steps a plan drives before the next (5 = re-plan every 0.5 s, 40 = open loop)."""
     traffic: Literal["log", "idm", "learned"] = "log"
@@ -74,6 +80,15 @@ class DrivingConfig:
         self.privileged = tuple(self.privileged)
         if self.action_mode not in ("control", "plan"):
             raise ValueError(f"action_mode must be 'control' or 'plan', got {self.action_mode!r}")
+        if self.action_space not in ("box", "text"):
+            raise ValueError(f"action_space must be 'box' or 'text', got {self.action_space!r}")
+        if self.action_space == "text" and self.action_mode != "plan":
+            raise ValueError(
+                "action_space='text' writes plans: add action_mode='plan' (omnigym/DrivingPlan-v0 and "
+                "omnigym/DrivingVLM-v0 are plan-mode envs)"
+            )
+        if not math.isfinite(self.invalid_action_penalty):
+            raise ValueError(f"invalid_action_penalty must be finite, got {self.invalid_action_penalty}")
         if self.traffic not in ("log", "idm", "learned"):
             raise ValueError(f"traffic must be 'log', 'idm' or 'learned', got {self.traffic!r}")
         if self.traffic == "learned" and self.traffic_model is None and not self.traffic_model_path:

@@ -37,6 +37,8 @@ from omnigym.envs.driving.scenes import SceneSource
 from omnigym.envs.driving.simulator import DrivingSimulator
 from omnigym.envs.driving.step_results import STEP_COMPONENTS, StepResult
 from omnigym.envs.driving.text import describe, text_space
+from omnigym.envs.driving.text_actions import TextActionReader
+from omnigym.envs.driving.text_actions import action_space as text_action_space
 
 REWARD_COMPONENTS = "reward_components"
 RGB_MAP_CACHE = 16
@@ -82,7 +84,7 @@ _kernels_checked = False
 def announce_kernel_compilation() -> bool:
     """Print a one-line notice on stderr when the driving kernels are not compiled yet.
 
-    ``python -m omnigym.envs.driving.warmup`` compiles them all ahead of use.
+    ``omnigym.envs.driving.warmup.compile_kernels()`` compiles them all ahead of use.
 
     Numba compiles them on first use (a minute or more on a small CPU, longer under load) and
     caches them on disk; until then the first reset and step look like a hang. Checked once per
@@ -145,6 +147,7 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         "render_fps": 10,
         "autoreset_mode": AutoresetMode.SAME_STEP,
     }
+    config_class = DrivingConfig
 
     def __init__(
         self,
@@ -181,7 +184,11 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
             self._action_box = spaces.Box(CONTROL_LOW, CONTROL_HIGH, dtype=np.float32)
         else:
             self._action_box = spaces.Box(PLAN_LOW, PLAN_HIGH, dtype=np.float32)
-        self.single_action_space = self._action_box
+        self._text: TextActionReader | None = None
+        self.single_action_space: spaces.Space = self._action_box
+        if self.config.action_space == "text":
+            self._text = TextActionReader(num_envs, PLAN_LOW.astype(np.float64), PLAN_HIGH.astype(np.float64))
+            self.single_action_space = text_action_space()
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._rngs = [np.random.default_rng() for _ in range(num_envs)]
         self._needs_reset = np.zeros(num_envs, bool)
@@ -247,6 +254,8 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
             self.lanes.load(slot, self.sim.slot_assets[slot].lane_samples)  # type: ignore[union-attr]
         slots = np.fromiter(indices, np.int64, len(indices))
         self.sim.start_episodes(slots)
+        if self._text is not None:
+            self._text.forget(slots)
         self._expert_age[slots] = 1 << 30  # re-plan the expert at once
 
     # --- step -------------------------------------------------------------------------------------------
@@ -255,6 +264,9 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         if not self._started:
             raise gym.error.ResetNeeded("call reset() before step()")
         box = self._action_box
+        text_valid, text_errors = None, None
+        if self._text is not None:  # replies -> plans (an unparseable one keeps its slot's last action)
+            actions, text_valid, text_errors = self._text.plans(self.sim, _texts(actions, self.num_envs))
         actions = np.asarray(actions, np.float64).reshape((self.num_envs, *box.shape))
         if not np.all(np.isfinite(actions)):
             bad = np.flatnonzero(~np.all(np.isfinite(actions.reshape(self.num_envs, -1)), axis=1))
@@ -268,12 +280,18 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         if self.autoreset_mode == AutoresetMode.NEXT_STEP and resetting.any():
             self._reset_slots(resetting)
         result = self.sim.step(actions)
+        if text_valid is not None:
+            result.reward = result.reward + self.config.invalid_action_penalty * ~text_valid
         if resetting.any():  # these envs only started their next episode
             for key in ("reward", "terminated", "truncated"):
                 setattr(
                     result, key, np.where(resetting, 0 if key == "reward" else False, getattr(result, key))
                 )
         info = self._step_info(result, ~resetting)
+        if text_valid is not None:
+            every = np.ones(self.num_envs, bool)  # as in the games: both keys on every step
+            info.update(action_valid=text_valid | resetting, action_error=np.array(text_errors, object))
+            info.update(_action_valid=every, _action_error=every)
         ended = (result.terminated | result.truncated) & ~resetting
         obs = None
         if self.autoreset_mode == AutoresetMode.SAME_STEP and ended.any():
@@ -496,6 +514,8 @@ class DrivingEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": round(1 / DT)}  # noqa: RUF012
+    config_class = DrivingConfig
+    """Its keyword arguments (read by error messages that list them)."""
 
     def __init__(
         self, render_mode: str | None = None, max_episode_steps: int | None = None, **kwargs: Any
@@ -530,7 +550,9 @@ class DrivingEnv(gym.Env):
             }
         }
         for key, value in info.items():
-            if (
+            if key in ("action_valid", "action_error"):  # text actions: the games' info keys
+                single[key] = bool(value[0]) if key == "action_valid" else str(value[0])
+            elif (
                 not key.startswith("_")
                 and key != REWARD_COMPONENTS
                 and info.get(f"_{key}", np.zeros(1, bool))[0]
@@ -558,6 +580,14 @@ def _per_env(value: Any, num_envs: int) -> list[Any]:
     if len(values) != num_envs:
         raise ValueError(f"expected {num_envs} values (one per env), got {len(values)}")
     return values
+
+
+def _texts(actions: Any, num_envs: int) -> list[str]:
+    """One reply per env out of a batch of text actions (a tuple, list or array of strings)."""
+    texts = [actions] if isinstance(actions, str) else list(np.asarray(actions, object).reshape(-1))
+    if len(texts) != num_envs:
+        raise ValueError(f"expected {num_envs} text actions (one per env), got {len(texts)}")
+    return texts
 
 
 def _row(obs: dict[str, Any], i: int) -> dict[str, Any]:

@@ -35,6 +35,8 @@ ROUTE_LANE_HALF_WIDTH = 2.0
 """An agent within this lateral distance of the centreline (and driving along it) is a leader."""
 OFFSET_TIME_CONSTANT = 1.0
 """Seconds over which a proposal moves from the ego's lateral position to its offset."""
+LANE_WIDTH = 3.5
+"""Metres between lane centres, for meta actions' lane changes (:func:`meta_action_plans`)."""
 
 
 def _lead_objects(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -256,25 +258,56 @@ def pdm_closed_plans(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray
     n, p = len(idx), len(factors)
     stations, _ = idm_on_route(sim, idx, np.array(SPEED_FACTORS))
     stations = np.repeat(stations, len(LATERAL_OFFSETS), axis=1)  # [n, P, T+1]
-    time = np.arange(HORIZON_STEPS + 1) * DT
-    lateral0 = sim.lateral[idx, None, None]
-    lateral = offsets[None, :, None] + (lateral0 - offsets[None, :, None]) * np.exp(
-        -time / OFFSET_TIME_CONSTANT
-    )
+    lateral = _lateral_profile(sim.lateral[idx, None, None], offsets[None, :, None])
     ideal = _route_pose(sim, idx, stations, lateral)  # [n, P, T+1, 3]
     ideal[:, :, 0] = sim.ego.pose[idx, None]  # proposals start where the ego is
     tracked, tracked_speed = _track(sim, idx, ideal[..., :2])
     scores = _score_proposals(sim, idx, tracked, tracked_speed)
     best = np.argmax(scores.reshape(n, p), axis=1)
-    rows = np.arange(n)
-    dense = ideal[rows, best, :, :2]
-    knots = dense[:, STEPS_PER_POSE::STEPS_PER_POSE][:, :PLAN_POSES]
-    local = to_ego_frame(knots, sim.ego.pose[idx])
-    heading = np.unwrap(
-        ideal[rows, best, STEPS_PER_POSE::STEPS_PER_POSE, 2][:, :PLAN_POSES] - sim.ego.pose[idx, 2:3], axis=1
+    chosen = ideal[np.arange(n), best]
+    return _ego_frame_plan(sim, idx, chosen), chosen[..., :2]
+
+
+def _lateral_profile(lateral0: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Offsets from the centreline over the horizon ``[..., T+1]``: from ``lateral0`` towards ``target``."""
+    time = np.arange(HORIZON_STEPS + 1) * DT
+    return target + (lateral0 - target) * np.exp(-time / OFFSET_TIME_CONSTANT)
+
+
+def _ego_frame_plan(sim: DrivingSimulator, idx: np.ndarray, ideal: np.ndarray) -> np.ndarray:
+    """The NAVSIM-style plan ``[n, 8, 3]`` (ego frame) of dense world poses ``[n, T+1, 3]``."""
+    knots = ideal[:, STEPS_PER_POSE::STEPS_PER_POSE][:, :PLAN_POSES]
+    local = to_ego_frame(knots[..., :2], sim.ego.pose[idx])
+    heading = np.unwrap(knots[..., 2] - sim.ego.pose[idx, 2:3], axis=1)
+    return np.concatenate([local, heading[..., None]], axis=-1)
+
+
+def meta_action_plans(
+    sim: DrivingSimulator, idx: np.ndarray, lane_change: np.ndarray, acceleration: np.ndarray
+) -> np.ndarray:
+    """Plans ``[n, 8, 3]`` (ego frame) that carry out meta actions, for slots ``idx``.
+
+    The reference controller of the driving env's text actions: follow the route in the ego's
+    current lane (lanes counted in ``LANE_WIDTH`` steps from the route centreline) shifted by
+    ``lane_change`` ``[n]`` lanes (+1 left, -1 right), moving there like a PDM-Closed proposal,
+    while the speed changes at ``acceleration`` ``[n]`` m/s², never below 0 and, when speeding
+    up, never above the speed limit (or the current speed, if that is higher).
+    """
+    time = np.arange(HORIZON_STEPS + 1) * DT
+    speed0 = sim.ego.speed[idx]
+    limit_index = np.minimum(
+        np.round(sim.station[idx] / ROUTE_SPACING).astype(np.int64), sim.route_num[idx] - 1
     )
-    plan = np.concatenate([local, heading[..., None]], axis=-1)
-    return plan, dense
+    ceiling = np.where(acceleration > 0, np.maximum(sim.route_limit[idx, limit_index], speed0), np.inf)
+    speed = np.clip(speed0[:, None] + acceleration[:, None] * time, 0.0, ceiling[:, None])
+    travelled = np.concatenate(
+        [np.zeros((len(idx), 1)), np.cumsum(0.5 * (speed[:, 1:] + speed[:, :-1]) * DT, axis=1)], axis=1
+    )
+    lateral0 = sim.lateral[idx]
+    target = (np.round(lateral0 / LANE_WIDTH) + lane_change) * LANE_WIDTH
+    lateral = _lateral_profile(lateral0[:, None], target[:, None])
+    ideal = _route_pose(sim, idx, sim.station[idx, None] + travelled, lateral)  # [n, T+1, 3]
+    return _ego_frame_plan(sim, idx, ideal)
 
 
 def _track(sim: DrivingSimulator, idx: np.ndarray, dense: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -32,16 +32,28 @@ GUI_PROMPT = (
     "or drag(x1, y1, x2, y2), with screenshot pixel coordinates. Think briefly inside "
     "<think></think>, then write the call inside <answer></answer>."
 )
+DRIVING_PROMPT = (
+    "You drive a car from a bird's-eye view and a description of the traffic. Every half second, "
+    "answer with a meta action: keep lane, change left, change right or stop, optionally followed "
+    "by accelerate, keep speed or decelerate (e.g. keep lane, accelerate); or with a plan of 8 poses "
+    "(x, y, heading) in the car's frame at 0.5 s steps, metres forward and left and radians. Think "
+    "briefly inside <think></think>, then write the action inside <answer></answer>."
+)
 GENERIC_PROMPT = "Think briefly inside <think></think>, then write your action inside <answer></answer>."
 
 
 def default_system_prompt(text: str) -> str:
-    """The system prompt for an observation text: games start with ``game:``, GUIs ``instruction:``."""
+    """The system prompt for an observation text.
+
+    Games' texts start with ``game:``, GUIs' with ``instruction:``, driving's with ``Command:``.
+    """
     head = text.lstrip().lower()
     if head.startswith("game:"):
         return GAME_PROMPT
     if head.startswith("instruction:"):
         return GUI_PROMPT
+    if head.startswith("command:"):  # the driving env's situation text
+        return DRIVING_PROMPT
     return GENERIC_PROMPT
 
 

@@ -35,9 +35,10 @@ def _run_in_tmp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str], command: str) -> str:
-    """The single stderr line of a failed command, checked for its shape."""
+    """The single stderr line of a failed command, checked for its shape (progress notices such as
+    the driving kernels' first compilation, ``[omnigym] ...``, aside)."""
     err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("[omnigym] ")]
     assert len(lines) == 1, f"expected one stderr line, got:\n{err}"
     assert lines[0].startswith(f"omnigym {command}: error: "), lines[0]
     assert "Traceback" not in err
@@ -114,6 +115,12 @@ def test_saved_policy_names_the_env_it_was_trained_on(tmp_path: Path) -> None:
             ["Text", "'cnn'", '"action_space": "discrete"'],
         ),
         ("vlm", "omnigym/PushCube-v0", None, ["Box", "'vlm'", "Text", "--policy mlp"]),
+        (
+            "vlm",
+            "omnigym/DrivingVLM-v0",
+            None,
+            ["Box(-40..120, (8, 3), float32)", "'vlm'", '--env-kwargs \'{"action_space": "text"}\''],
+        ),
     ],
 )
 def test_eval_policy_that_cannot_act_in_the_action_space(
