@@ -16,6 +16,7 @@ an env leaves its exception type, message and traceback in ``results.json``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -25,7 +26,7 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -46,14 +47,21 @@ GAME_IDS = (
     "omnigym/EZPoints-v0", "omnigym/Points24-v0", "omnigym/Blackjack-v0",
 )  # fmt: skip
 REFERENCE_AGENTS = ("oracle", "random")
-"""Agents every table includes unless asked not to."""
+"""Agents every GUI or games table includes unless asked not to."""
+DRIVING_IDS = ("omnigym/DrivingVLM-v0",)
+DRIVING_KWARGS = {"action_space": "text", "split": "test"}
+"""How the driving suite makes its envs: text actions (written plans or meta actions), held-out scenes."""
+DRIVING_REFERENCE_AGENTS = ("pdm_closed", "constant_velocity")
+"""The driving table's reference rows: the rule-based planner (near the top) and NAVSIM's floor."""
+SCORE_METRICS = ("pdms", "epdms", "nc", "dac", "ddc", "tlc", "ep", "ttc", "c", "lk", "hc", "ec", "progress")
+"""Episode metrics an :class:`AgentResult` keeps (driving's scores; other envs report none)."""
 
 
 def suite_env_ids(suite: str) -> list[str]:
     """The env ids of a suite.
 
-    ``gui``: the twelve synthetic GUI families; ``games``: the games with solvers; otherwise a
-    comma-separated list of env ids.
+    ``gui``: the twelve synthetic GUI families; ``games``: the games with solvers; ``driving``: the
+    VLM driving env on held-out test scenes; otherwise a comma-separated list of env ids.
     """
     if suite == "gui":
         from omnigym.envs.gui.families import FAMILIES
@@ -61,19 +69,52 @@ def suite_env_ids(suite: str) -> list[str]:
         return [f"omnigym/GUI-{family}-v0" for family in FAMILIES]
     if suite == "games":
         return list(GAME_IDS)
+    if suite == "driving":
+        return list(DRIVING_IDS)
     ids = [part.strip() for part in suite.split(",") if part.strip()]
     if not ids:
-        raise ValueError("--suite must be 'gui', 'games' or a comma-separated list of env ids")
+        raise ValueError("--suite must be 'gui', 'games', 'driving' or a comma-separated list of env ids")
     return ids
 
 
 def suite_env_kwargs(env_id: str, game_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
-    """How the suite makes an env: games answer in text, like the GUI envs (a language agent's view).
+    """How the suite makes an env: games and driving answer in text, like the GUI envs.
+
+    That is a language agent's view; driving runs on the test split.
 
     ``game_kwargs`` are further options for the games (e.g. ``{"instructions": False}`` for agents
-    trained on the state alone); GUI envs take none.
+    trained on the state alone) and the driving env (e.g. ``{"traffic": "idm"}``); GUI envs take none.
     """
-    return {"action_space": "text", **(game_kwargs or {})} if env_id in GAME_IDS else {}
+    if env_id in GAME_IDS:
+        return {"action_space": "text", **(game_kwargs or {})}
+    if env_id in DRIVING_IDS:
+        return {**DRIVING_KWARGS, **(game_kwargs or {})}
+    return {}
+
+
+def reference_agents(suite: str, seed: int = 0) -> dict[str, AgentFactory]:
+    """The reference rows of a suite's table.
+
+    ``pdm_closed`` and ``constant_velocity`` for driving, ``oracle`` and ``random`` otherwise.
+    """
+    if suite == "driving":
+        return {name: functools.partial(registered_agent, name) for name in DRIVING_REFERENCE_AGENTS}
+    return {"oracle": oracle_agent, "random": lambda env_id, kwargs: random_agent(env_id, kwargs, seed)}
+
+
+def registered_agent(name: str, env_id: str, env_kwargs: dict[str, Any]) -> Policy:
+    """Registered policy ``name`` with its default config, built for ``env_id``.
+
+    The env is made with the options the policy asks for (e.g. an expert's privileged keys).
+    """
+    from omnigym.core.registry import POLICIES
+
+    cls = POLICIES.get(name)
+    env = make_env(env_id, **{**cls.env_kwargs, **env_kwargs})
+    try:
+        return cls(cls.config_class(), env.observation_space, env.action_space)
+    finally:
+        env.close()
 
 
 @dataclass
@@ -89,6 +130,9 @@ class AgentResult:
     parts_per_step: float
     seconds: float
     steps_per_s: float
+    scores: dict[str, float] = field(default_factory=dict)
+    """Means over the episodes of the env's score metrics (:data:`SCORE_METRICS`: driving's PDMS,
+    EPDMS, sub-scores and progress); empty for envs that report none."""
     error: str = ""
     """Why the agent could not run on this env (then every figure is NaN): the exception's message."""
     error_type: str = ""
@@ -102,6 +146,8 @@ class CountingAgent:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
+        self.env_kwargs = policy.env_kwargs
+        """The env options the policy asks for (an expert's privileged keys), as on the policy."""
         self.steps = 0
         self.parts = 0.0
 
@@ -141,15 +187,9 @@ def random_agent(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> Acti
 
 def oracle_agent(env_id: str, env_kwargs: dict[str, Any]) -> Policy:
     """The env family's scripted solver (``gui_oracle`` for GUI envs, ``game_solver`` for games)."""
-    from omnigym.core.registry import POLICIES
-
-    name = "gui_oracle" if env_id.startswith("omnigym/GUI-") else "game_solver"
-    cls = POLICIES.get(name)
-    env = make_env(env_id, **{**cls.env_kwargs, **env_kwargs})
-    try:
-        return cls(cls.config_class(), env.observation_space, env.action_space)
-    finally:
-        env.close()
+    return registered_agent(
+        "gui_oracle" if env_id.startswith("omnigym/GUI-") else "game_solver", env_id, env_kwargs
+    )
 
 
 AgentFactory = Callable[[str, dict[str, Any]], Any]
@@ -263,6 +303,7 @@ def _evaluate_one(
         mean_steps=summary["length_mean"], invalid_action_rate=invalid / max(steps, 1.0),
         parts_per_step=counting.parts / max(counting.steps, 1) if counting else 1.0,
         seconds=seconds, steps_per_s=steps / max(seconds, 1e-9),
+        scores={k: summary[f"{k}_mean"] for k in SCORE_METRICS if f"{k}_mean" in summary},
     )  # fmt: skip
 
 
@@ -277,16 +318,26 @@ def _error_row(name: str, env_id: str, exc: BaseException, seconds: float) -> Ag
 
 
 def results_markdown(results: list[AgentResult]) -> str:
-    """One row per (agent, env), then one summary row per agent (means over the suite)."""
+    """One row per (agent, env), then one summary row per agent (means over the suite).
+
+    Envs with scores add their columns (driving: PDMS, EPDMS, NC, DAC, TTC, EP, C; every score is
+    in ``results.json``).
+    """
+    shown = [
+        k for k in ("pdms", "epdms", "nc", "dac", "ttc", "ep", "c") if any(k in r.scores for r in results)
+    ]
     header = "| agent | env | episodes | success | mean steps | invalid actions | parts/step | seconds |"
-    lines = [header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    header += "".join(f" {k.upper()} |" for k in shown)
+    lines = [header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * len(shown)]
     for r in results:
         if r.error:
-            lines.append(f"| {r.agent} | {r.env_id} | - | - | - | - | - | error: {r.error[:80]} |")
+            dashes = " - |" * len(shown)
+            lines.append(f"| {r.agent} | {r.env_id} | - | - | - | - | - | error: {r.error[:80]} |{dashes}")
             continue
+        scores = "".join(f" {r.scores.get(k, float('nan')):.3f} |" for k in shown)
         lines.append(
             f"| {r.agent} | {r.env_id} | {r.episodes} | {r.success_rate:.2f} | {r.mean_steps:.1f} | "
-            f"{r.invalid_action_rate:.2f} | {r.parts_per_step:.1f} | {r.seconds:.2f} |"
+            f"{r.invalid_action_rate:.2f} | {r.parts_per_step:.1f} | {r.seconds:.2f} |{scores}"
         )
     lines += [
         "",
@@ -297,7 +348,8 @@ def results_markdown(results: list[AgentResult]) -> str:
         rows = [r for r in results if r.agent == agent and not r.error]
         if not rows:
             continue
-        success = np.nanmean([r.success_rate for r in rows])
+        rates = [r.success_rate for r in rows if not np.isnan(r.success_rate)]
+        success = float(np.mean(rates)) if rates else float("nan")  # driving reports scores, no success
         steps, invalid = np.mean([r.mean_steps for r in rows]), np.mean([r.invalid_action_rate for r in rows])
         lines.append(f"| {agent} | {len(rows)} | {success:.2f} | {steps:.1f} | {invalid:.2f} |")
     return "\n".join(lines) + "\n"

@@ -13,6 +13,7 @@ from omnigym.platform.agent_eval import (
     evaluate_agents,
     oracle_agent,
     random_agent,
+    reference_agents,
     results_markdown,
     suite_env_ids,
 )
@@ -246,3 +247,21 @@ def test_a_misspelt_env_id_stops_the_suite(tmp_path: Path, capsys: pytest.Captur
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "--suite: unknown env id 'omnigym/Mazes-v0'" in err and not (tmp_path / "results.json").exists()
+
+
+def test_driving_suite_scores_pdms_beside_pdm_closed_and_constant_velocity(tmp_path: Path) -> None:
+    assert suite_env_ids("driving") == ["omnigym/DrivingVLM-v0"]
+    scenes = {"num_scenes": 4, "cache_dir": str(tmp_path / "scenes"), "scene": {"episode_seconds": 4.0}}
+    agents = {
+        **reference_agents("driving"),
+        "babbler": lambda env_id, kwargs: lambda obs: ["<answer>fly</answer>"] * len(obs["text"]),
+    }
+    results = {r.agent: r for r in evaluate_agents(agents, ["omnigym/DrivingVLM-v0"], 4, game_kwargs=scenes)}
+    assert list(results) == ["pdm_closed", "constant_velocity", "babbler"]
+    expert, floor, babbler = results["pdm_closed"], results["constant_velocity"], results["babbler"]
+    assert expert.scores["pdms"] > floor.scores["pdms"] and expert.invalid_action_rate == 0.0
+    assert set(expert.scores) >= {"pdms", "epdms", "nc", "dac", "ttc", "ep", "c", "progress"}
+    assert babbler.invalid_action_rate == 1.0 and 0.0 <= babbler.scores["pdms"] <= 1.0  # kept its lane
+    markdown = results_markdown(list(results.values()))
+    assert "| PDMS | EPDMS | NC | DAC | TTC | EP | C |" in markdown
+    assert f"| {expert.scores['pdms']:.3f} |" in markdown.splitlines()[2]

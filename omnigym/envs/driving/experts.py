@@ -4,6 +4,8 @@
 internals (the map and route for PDM-Closed, the log's future for the human), which the env
 hands over as *privileged* observation keys when made with ``privileged=[...]``; their
 ``env_kwargs`` ask for that, so ``omnigym eval --policy pdm_closed`` works on any driving id.
+In a text-action env (``action_space="text"``) each writes its plan out (``format_plan``), which
+is how ``omnigym collect`` makes text demonstrations for ``omnigym vlm sft``.
 """
 
 from __future__ import annotations
@@ -21,26 +23,36 @@ from omnigym.core.types import OBS_STATE, Obs, PolicyStep
 from omnigym.envs.driving.controller import PLAN_POSES, STEPS_PER_POSE
 from omnigym.envs.driving.observations import STATE_DIM
 from omnigym.envs.driving.scene import DT
+from omnigym.envs.driving.text_actions import format_plan
 
 CONTROL_SHAPE = (2,)
 PLAN_SHAPE = (PLAN_POSES, 3)
 
 
 def _driving_action_kind(action_space: spaces.Space, policy: str) -> str:
-    """``control`` or ``plan`` from a driving env's action space; ValueError for other spaces."""
+    """``control``, ``plan`` or ``text`` (written plans) from a driving env's action space.
+
+    Raises:
+        ValueError: not a driving env's action space.
+    """
     if isinstance(action_space, spaces.Box) and action_space.shape == CONTROL_SHAPE:
         return "control"
     if isinstance(action_space, spaces.Box) and action_space.shape == PLAN_SHAPE:
         return "plan"
+    if isinstance(action_space, spaces.Text):
+        return "text"
     raise ValueError(
-        f"{policy} drives omnigym driving envs (actions {CONTROL_SHAPE} or {PLAN_SHAPE}), not {action_space}"
+        f"{policy} drives omnigym driving envs (actions {CONTROL_SHAPE}, {PLAN_SHAPE} or text), "
+        f"not {action_space}"
     )
 
 
-def _deterministic_step(action: Tensor) -> PolicyStep:
+def _deterministic_step(action: Tensor, kind: str = "plan") -> PolicyStep:
+    """The step of deterministic actions; in a ``text`` env the plans ``[B, 8, 3]`` written out."""
     batch = action.shape[0]
+    written: Any = [format_plan(plan) for plan in action.numpy()] if kind == "text" else action
     return PolicyStep(
-        action=action, logprob=torch.zeros(batch, 1), mask=torch.ones(batch, 1, dtype=torch.bool)
+        action=written, logprob=torch.zeros(batch, 1), mask=torch.ones(batch, 1, dtype=torch.bool)
     )
 
 
@@ -54,12 +66,13 @@ class ConstantVelocityConfig(PolicyConfig):
 class ConstantVelocityPolicy(Policy):
     """Drive straight on at the current speed.
 
-    Plan mode: a straight plan; control mode: no throttle and the wheel brought back to centre.
+    Plan mode: a straight plan (written out in a text-action env); control mode: no throttle and
+    the wheel brought back to centre.
     """
 
     name: ClassVar[str] = "constant_velocity"
     config_class: ClassVar[type[PolicyConfig]] = ConstantVelocityConfig
-    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Text)
 
     def __init__(
         self, config: ConstantVelocityConfig, observation_space: spaces.Dict, action_space: spaces.Space
@@ -74,13 +87,12 @@ class ConstantVelocityPolicy(Policy):
         """Constant-velocity actions for a batch."""
         state = obs[OBS_STATE].float()
         speed, steer = state[:, 0], state[:, 2]
-        if self.kind == "plan":
-            time = torch.arange(1, PLAN_POSES + 1, dtype=torch.float32) * STEPS_PER_POSE * DT
-            action = torch.zeros(state.shape[0], PLAN_POSES, 3)
-            action[..., 0] = speed[:, None] * time
-        else:
-            action = torch.stack([torch.zeros_like(speed), -steer / DT], dim=1)
-        return _deterministic_step(action)
+        if self.kind == "control":
+            return _deterministic_step(torch.stack([torch.zeros_like(speed), -steer / DT], dim=1), self.kind)
+        time = torch.arange(1, PLAN_POSES + 1, dtype=torch.float32) * STEPS_PER_POSE * DT
+        action = torch.zeros(state.shape[0], PLAN_POSES, 3)
+        action[..., 0] = speed[:, None] * time
+        return _deterministic_step(action, self.kind)
 
 
 @dataclass
@@ -95,23 +107,25 @@ class _PrivilegedExpert(Policy):
 
     key: ClassVar[str] = ""
     config_class: ClassVar[type[PolicyConfig]] = PrivilegedExpertConfig
-    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Text)
 
     def __init__(
         self, config: PolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
     ) -> None:
         super().__init__(config, observation_space, action_space)
-        _driving_action_kind(action_space, self.name)
+        self.kind = _driving_action_kind(action_space, self.name)
         space = observation_space.spaces.get(self.key)
-        if space is None or space.shape != action_space.shape:
+        shape = PLAN_SHAPE if self.kind == "text" else action_space.shape
+        if space is None or space.shape != shape:
             raise ValueError(
                 f"{self.name} reads the privileged observation {self.key!r}: make the driving env with "
                 f"privileged=['{self.key}'] (omnigym eval does this itself)"
             )
 
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
-        """The env-computed expert actions."""
-        return _deterministic_step(torch.as_tensor(np.asarray(obs[self.key]), dtype=torch.float32).clone())
+        """The env-computed expert actions (written out in a text-action env)."""
+        action = torch.as_tensor(np.asarray(obs[self.key]), dtype=torch.float32).clone()
+        return _deterministic_step(action, self.kind)
 
 
 @dataclass

@@ -18,8 +18,7 @@ def _cmd_eval_agent(args: argparse.Namespace) -> int:
         SharedAgent,
         WarningTally,
         evaluate_agents,
-        oracle_agent,
-        random_agent,
+        reference_agents,
         results_markdown,
         suite_env_ids,
         write_results,
@@ -29,10 +28,9 @@ def _cmd_eval_agent(args: argparse.Namespace) -> int:
     policy_kwargs = vlm_policy_kwargs(args.policy_kwargs)
     agents: dict[str, Any] = {}
     if not args.no_reference:
-        agents["oracle"] = oracle_agent
-        agents["random"] = lambda env_id, kwargs: random_agent(env_id, kwargs, args.seed)
+        agents.update(reference_agents(args.suite, args.seed))
     for spec in args.policy or []:
-        if spec in REFERENCE_AGENTS:
+        if spec in agents or spec in REFERENCE_AGENTS:
             continue
         # built once on the first env, reused while the spaces stay the same (a VLM loads once)
         agents[spec] = SharedAgent(functools.partial(_resolve, spec, policy_kwargs=policy_kwargs))
@@ -107,13 +105,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--policy", action="append", metavar="SPEC",
         help="an agent: registered policy name or saved policy dir (repeat for several)",
     )  # fmt: skip
-    agent_eval.add_argument("--suite", required=True, help="gui, games, or a comma-separated list of env ids")
+    agent_eval.add_argument(
+        "--suite", required=True, help="gui, games, driving, or a comma-separated list of env ids"
+    )
     agent_eval.add_argument("--episodes", type=int, default=20, help="episodes per env (default 20)")
     agent_eval.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
     agent_eval.add_argument(
         "--out", default="agent_eval", help="results.md/.json go here (default agent_eval/)"
     )
-    agent_eval.add_argument("--no-reference", action="store_true", help="no oracle and random rows")
+    agent_eval.add_argument(
+        "--no-reference", action="store_true",
+        help="no reference rows (oracle and random; driving: pdm_closed and constant_velocity)",
+    )  # fmt: skip
     agent_eval.add_argument("--video", action="store_true", help="record each agent's first episode per env")
     agent_eval.add_argument(
         "--game-kwargs", default=None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gymnasium import spaces
 
 from omnigym.core.text_actions import ActionParseError
 from omnigym.envs.driving.env import PLAN_HIGH, PLAN_LOW, DrivingEnv, DrivingVectorEnv
@@ -155,3 +156,56 @@ def test_the_vlm_driving_prompt_names_every_meta_action_the_env_reads() -> None:
     assert all(word in DRIVING_PROMPT for word in (*LATERAL, *LONGITUDINAL))
     example = DRIVING_PROMPT.split("(e.g. ")[1].split(")")[0]
     assert parse(example) == parse("keep lane, accelerate")
+
+
+def test_experts_write_their_plans_in_a_text_env_and_drive_the_same(driving_kwargs) -> None:
+    import torch
+
+    from omnigym.envs.driving.experts import (
+        ConstantVelocityConfig,
+        ConstantVelocityPolicy,
+        PDMClosedConfig,
+        PDMClosedPolicy,
+    )
+
+    kwargs = {**driving_kwargs, "action_mode": "plan", "privileged": ["pdm_closed"]}
+    text_env = DrivingVectorEnv(num_envs=2, action_space="text", **kwargs)
+    box_env = DrivingVectorEnv(num_envs=2, **kwargs)
+    for make in (lambda o, a: PDMClosedPolicy(PDMClosedConfig(), o, a),
+                 lambda o, a: ConstantVelocityPolicy(ConstantVelocityConfig(), o, a)):  # fmt: skip
+        writer = make(text_env.single_observation_space, text_env.single_action_space)
+        driver = make(box_env.single_observation_space, box_env.single_action_space)
+        text_obs, _ = text_env.reset(seed=3)
+        box_obs, _ = box_env.reset(seed=3)
+        for _ in range(4):
+            texts = writer.act({k: torch.as_tensor(v) for k, v in text_obs.items() if k != "text"}).action
+            assert isinstance(texts[0], str) and text_env.single_action_space.contains(texts[0])
+            plans = driver.act({k: torch.as_tensor(v) for k, v in box_obs.items()}).action.numpy()
+            np.testing.assert_allclose(np.stack([parse(t).plan for t in texts]), plans, atol=5e-3)
+            text_obs, text_reward, *_, info = text_env.step(texts)
+            box_obs, box_reward, *_ = box_env.step(np.stack([parse(t).plan for t in texts]))
+            np.testing.assert_array_equal(text_reward, box_reward)
+            assert info["action_valid"].all()
+
+
+def test_collect_writes_text_demonstrations_that_sft_reads(driving_kwargs, tmp_path, monkeypatch) -> None:
+    import minari
+
+    from omnigym.envs.driving.experts import PDMClosedConfig, PDMClosedPolicy
+    from omnigym.platform.datasets import collect_dataset, load_dataset_steps
+    from omnigym.platform.vec_env import make_env
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    kwargs = {**driving_kwargs, "action_space": "text", "scene": {"episode_seconds": 3.0}}
+    env = make_env("omnigym/DrivingVLM-v0", **PDMClosedPolicy.env_kwargs, **kwargs)
+    policy = PDMClosedPolicy(PDMClosedConfig(), env.observation_space, env.action_space)
+    env.close()
+    dataset_id = "omnigym/test-pdm-text-v0"
+    collect_dataset(policy, "omnigym/DrivingVLM-v0", dataset_id, episodes=2, env_kwargs=kwargs)
+    dataset = minari.load_dataset(dataset_id)
+    assert isinstance(dataset.action_space, spaces.Text) and "pdm_closed" not in dataset.observation_space
+    steps = load_dataset_steps(dataset_id)
+    assert len(steps.actions) == 12  # 2 episodes of 3 s at 0.5 s per plan
+    plans = np.stack([parse(action).plan for action in steps.actions])
+    assert np.all(plans[:, -1, 0] > plans[:, 0, 0])  # every plan drives forward
+    assert all(text.startswith("Command: ") for text in steps.obs["text"])
