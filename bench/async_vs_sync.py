@@ -46,6 +46,7 @@ import itertools
 import json
 import re
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -436,7 +437,9 @@ def main() -> None:
     """Run the sweep, print the table and the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 settings, 4096 samples each (< 5 min)")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/omnigym-bench-async-vs-sync"))
+    parser.add_argument(
+        "--out", type=Path, default=None, help="where the runs go (default: a new temporary directory)"
+    )
     parser.add_argument(
         "--runtimes",
         nargs="+",
@@ -445,6 +448,8 @@ def main() -> None:
         help="compared with local (default: async, and ray when it is installed)",
     )
     args = parser.parse_args()
+    # a fresh directory per run unless given: a bench must run again without refusing its last runs
+    out = args.out if args.out is not None else Path(tempfile.mkdtemp(prefix="omnigym-bench-async-vs-sync-"))
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
     from omnigym.platform.runtime import apply_thread_policy
 
@@ -461,7 +466,7 @@ def main() -> None:
         long_run = name == "balanced"
         seeds = (1,) if args.quick or not long_run else (1, 2)
         for seed in seeds:
-            row = compare(name, steps if args.quick or not long_run else 4 * steps, seed, args.out, runtimes)
+            row = compare(name, steps if args.quick or not long_run else 4 * steps, seed, out, runtimes)
             row["seed"] = seed
             row["curve_bins"] = {r: binned(row[r]["curve"], row[r]["samples"], 8) for r in runtimes}
             rows.append(row)

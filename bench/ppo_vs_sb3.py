@@ -27,6 +27,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -109,7 +110,8 @@ def train_omnigym(env_id: str, setup: dict[str, Any], steps: int, seed: int) -> 
             "name": "bench_ppo",
             "seed": seed,
             "total_steps": steps,
-            "run_dir": f"/tmp/omnigym-bench-ppo-{env_id}-{seed}",
+            # a fresh directory per run: a bench must run again without refusing its last run's
+            "run_dir": tempfile.mkdtemp(prefix=f"omnigym-bench-ppo-{env_id}-{seed}-"),
             "env": {"id": env_id, "num_envs": setup["n_envs"]},
             "policy": {"type": "mlp", "hidden_sizes": [64, 64], "activation": "tanh"},
             "algo": {

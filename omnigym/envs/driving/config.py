@@ -24,8 +24,9 @@ class DrivingConfig:
     action_space: Literal["box", "text"] = "box"
     """``box``: numbers (see ``action_mode``); ``text`` (plan mode): a written plan or a meta action
     such as ``change left, accelerate``, for language-model policies (``text_actions.py``)."""
-    invalid_action_penalty: float = -0.1
-    """Added to the reward of a text action that does not parse (its slot keeps its last valid action)."""
+    invalid_action_penalty: float = -1.0
+    """Added to the reward of a text action that does not parse (its slot keeps its last valid action).
+    A plan step earns up to about 5 (0.5 s of per-0.1 s score shares), so this costs a fifth of it."""
     replan_every: int = 5
     """Plan mode: 0.1 s steps a plan drives before the next (5 = re-plan every 0.5 s, 40 = open loop)."""
     traffic: Literal["log", "idm", "learned"] = "log"
