@@ -75,6 +75,9 @@ class Policy(nn.Module):
     name: ClassVar[str] = ""
     config_class: ClassVar[type[PolicyConfig]] = PolicyConfig
     capabilities: ClassVar[frozenset[str]] = frozenset({"act"})
+    capability_switches: ClassVar[dict[str, str]] = {}
+    """Capabilities the policy gains through a config key, and that key (``{"evaluate":
+    "rl_chain=true"}``): an algorithm that needs one names the switch in its refusal."""
     env_kwargs: ClassVar[dict[str, Any]] = {}
     """Keyword arguments the env must be made with for this policy (e.g. the privileged
     observations an expert reads); ``omnigym eval`` and ``evaluate_policy`` apply them."""

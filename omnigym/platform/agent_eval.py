@@ -53,15 +53,27 @@ DRIVING_KWARGS = {"action_space": "text", "split": "test"}
 """How the driving suite makes its envs: text actions (written plans or meta actions), held-out scenes."""
 DRIVING_REFERENCE_AGENTS = ("pdm_closed", "constant_velocity")
 """The driving table's reference rows: the rule-based planner (near the top) and NAVSIM's floor."""
-SCORE_METRICS = ("pdms", "epdms", "nc", "dac", "ddc", "tlc", "ep", "ttc", "c", "lk", "hc", "ec", "progress")
-"""Episode metrics an :class:`AgentResult` keeps (driving's scores; other envs report none)."""
+MANIPULATION_EXPERTS = {
+    "omnigym/ReachPixels-v0": "reach_expert",
+    "omnigym/PushCubePixels-v0": "pushcube_expert",
+    "omnigym/PickPlacePixels-v0": "pickplace_expert",
+    "omnigym/PushTPixels-v0": "pusht_expert",
+}
+"""The manipulation suite (camera image, state and instruction text) and each task's scripted expert."""
+SCORE_METRICS = (
+    "pdms", "epdms", "nc", "dac", "ddc", "tlc", "ep", "ttc", "c", "lk", "hc", "ec", "progress",
+    "coverage", "distance",
+)  # fmt: skip
+"""Episode metrics an :class:`AgentResult` keeps: driving's scores, PushT's final coverage, the
+other manipulation tasks' final distance to the goal (m); envs without them report none."""
 
 
 def suite_env_ids(suite: str) -> list[str]:
     """The env ids of a suite.
 
     ``gui``: the twelve synthetic GUI families; ``games``: the games with solvers; ``driving``: the
-    VLM driving env on held-out test scenes; otherwise a comma-separated list of env ids.
+    VLM driving env on held-out test scenes; ``manipulation``: the four MuJoCo tasks with camera
+    images; otherwise a comma-separated list of env ids.
     """
     if suite == "gui":
         from omnigym.envs.gui.families import FAMILIES
@@ -71,9 +83,13 @@ def suite_env_ids(suite: str) -> list[str]:
         return list(GAME_IDS)
     if suite == "driving":
         return list(DRIVING_IDS)
+    if suite == "manipulation":
+        return list(MANIPULATION_EXPERTS)
     ids = [part.strip() for part in suite.split(",") if part.strip()]
     if not ids:
-        raise ValueError("--suite must be 'gui', 'games', 'driving' or a comma-separated list of env ids")
+        raise ValueError(
+            "--suite must be 'gui', 'games', 'driving', 'manipulation' or a comma-separated list of env ids"
+        )
     return ids
 
 
@@ -186,7 +202,13 @@ def random_agent(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> Acti
 
 
 def oracle_agent(env_id: str, env_kwargs: dict[str, Any]) -> Policy:
-    """The env family's scripted solver (``gui_oracle`` for GUI envs, ``game_solver`` for games)."""
+    """The env family's scripted solver.
+
+    ``gui_oracle`` for GUI envs, the task's expert in the manipulation suite
+    (:data:`MANIPULATION_EXPERTS`), ``game_solver`` for games.
+    """
+    if env_id in MANIPULATION_EXPERTS:
+        return registered_agent(MANIPULATION_EXPERTS[env_id], env_id, env_kwargs)
     return registered_agent(
         "gui_oracle" if env_id.startswith("omnigym/GUI-") else "game_solver", env_id, env_kwargs
     )
@@ -320,12 +342,11 @@ def _error_row(name: str, env_id: str, exc: BaseException, seconds: float) -> Ag
 def results_markdown(results: list[AgentResult]) -> str:
     """One row per (agent, env), then one summary row per agent (means over the suite).
 
-    Envs with scores add their columns (driving: PDMS, EPDMS, NC, DAC, TTC, EP, C; every score is
-    in ``results.json``).
+    Envs with scores add their columns (driving: PDMS, EPDMS, NC, DAC, TTC, EP, C; manipulation:
+    the final COVERAGE or DISTANCE; every score is in ``results.json``).
     """
-    shown = [
-        k for k in ("pdms", "epdms", "nc", "dac", "ttc", "ep", "c") if any(k in r.scores for r in results)
-    ]
+    columns = ("pdms", "epdms", "nc", "dac", "ttc", "ep", "c", "coverage", "distance")
+    shown = [k for k in columns if any(k in r.scores for r in results)]
     header = "| agent | env | episodes | success | mean steps | invalid actions | parts/step | seconds |"
     header += "".join(f" {k.upper()} |" for k in shown)
     lines = [header, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * len(shown)]

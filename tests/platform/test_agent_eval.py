@@ -265,3 +265,19 @@ def test_driving_suite_scores_pdms_beside_pdm_closed_and_constant_velocity(tmp_p
     markdown = results_markdown(list(results.values()))
     assert "| PDMS | EPDMS | NC | DAC | TTC | EP | C |" in markdown
     assert f"| {expert.scores['pdms']:.3f} |" in markdown.splitlines()[2]
+
+
+def test_manipulation_suite_scores_the_experts_above_random_with_distance_and_coverage() -> None:
+    assert suite_env_ids("manipulation") == [
+        "omnigym/ReachPixels-v0", "omnigym/PushCubePixels-v0", "omnigym/PickPlacePixels-v0",
+        "omnigym/PushTPixels-v0",
+    ]  # fmt: skip
+    envs = ["omnigym/ReachPixels-v0", "omnigym/PushTPixels-v0"]
+    results = {(r.agent, r.env_id): r for r in evaluate_agents(reference_agents("manipulation"), envs, 2)}
+    reach_expert, reach_random = results["oracle", envs[0]], results["random", envs[0]]
+    assert reach_expert.success_rate == 1.0 and reach_random.success_rate < 1.0
+    assert reach_expert.scores["distance"] < reach_random.scores["distance"]
+    pusht_expert, pusht_random = results["oracle", envs[1]], results["random", envs[1]]
+    assert pusht_expert.scores["coverage"] > pusht_random.scores["coverage"] + 0.3
+    markdown = results_markdown(list(results.values()))
+    assert "| COVERAGE | DISTANCE |" in markdown

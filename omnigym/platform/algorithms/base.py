@@ -77,9 +77,12 @@ class Algorithm:
     ) -> None:
         missing = [cap for cap in self.requires if cap not in policy.capabilities]
         if missing:
+            switchable = policy.capability_switches
+            switches = sorted({switchable[cap] for cap in missing if cap in switchable})
+            fix = f"; set policy.{' policy.'.join(switches)}" if switches else ""
             raise ValueError(
                 f"algorithm {self.name!r} needs policy capabilities {missing}, which policy "
-                f"{policy.name!r} lacks (it has {sorted(policy.capabilities)})"
+                f"{policy.name!r} lacks (it has {sorted(policy.capabilities)}){fix}"
             )
         self.config = config
         self.policy = policy

@@ -106,8 +106,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="an agent: registered policy name or saved policy dir (repeat for several)",
     )  # fmt: skip
     agent_eval.add_argument(
-        "--suite", required=True, help="gui, games, driving, or a comma-separated list of env ids"
-    )
+        "--suite", required=True,
+        help="gui, games, driving, manipulation, or a comma-separated list of env ids",
+    )  # fmt: skip
     agent_eval.add_argument("--episodes", type=int, default=20, help="episodes per env (default 20)")
     agent_eval.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
     agent_eval.add_argument(

@@ -49,6 +49,7 @@ class ChunkPolicyBase(Policy):
     """A generative model of action chunks as a policy's network (see the module doc); no acting."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset({"act", "compute_loss", "trainable"})
+    capability_switches: ClassVar[dict[str, str]] = {"evaluate": "rl_chain=true", "features": "rl_chain=true"}
     action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
     num_times: ClassVar[int] = 1
     """Scalar times the U-Net is conditioned on (MeanFlow: r and t)."""
