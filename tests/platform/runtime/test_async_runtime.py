@@ -83,7 +83,9 @@ def test_async_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, t
     lines = run_iterations(trainer)
 
     returns = [m["rollout/episode_return"] for m in lines if "rollout/episode_return" in m]
-    assert np.mean(returns[:3]) < 40, returns[:3]  # a random policy: about 20
+    # the first line is the initial (random) policy's episodes, about 20; later lines may already
+    # hold episodes of updated weights, as many as the workers ran ahead
+    assert returns[0] < 40, returns[:3]
     # 3x random. Thread timing (which weights each chunk was acted with) makes runs differ: they
     # reach 115-450 here, and one CI run reached 70, so the bar leaves room below that.
     assert np.mean(returns[-5:]) > 60, returns[-5:]

@@ -88,7 +88,9 @@ def test_ray_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, tmp
     lines = run_iterations(trainer)
 
     returns = [m["rollout/episode_return"] for m in lines if "rollout/episode_return" in m]
-    assert np.mean(returns[:3]) < 40, returns[:3]  # a random policy: about 20
+    # the first line is the initial (random) policy's episodes, about 20; later lines may already
+    # hold episodes of updated weights, as many as the workers ran ahead
+    assert returns[0] < 40, returns[:3]
     assert np.mean(returns[-5:]) > 80, returns[-5:]  # 4x random
     runtime = trainer.runtime
     staleness = [learner - version for _, version, learner in runtime.consumed]
