@@ -147,7 +147,6 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         "render_fps": 10,
         "autoreset_mode": AutoresetMode.SAME_STEP,
     }
-    config_class = DrivingConfig
 
     def __init__(
         self,

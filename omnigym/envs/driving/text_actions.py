@@ -180,8 +180,8 @@ class TextActionReader:
         self.last: list[DrivingTextAction] = [KEEP_LANE] * num_envs
 
     def forget(self, slots: np.ndarray) -> None:
-        """New episodes in ``slots``: back to ``keep lane, keep speed`` until a valid reply."""
-        for slot in np.flatnonzero(slots) if slots.dtype == bool else slots:
+        """New episodes in ``slots`` (indices): back to ``keep lane, keep speed`` until a valid reply."""
+        for slot in slots:
             self.last[int(slot)] = KEEP_LANE
 
     def plans(self, sim: DrivingSimulator, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
