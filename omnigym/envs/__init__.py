@@ -116,10 +116,18 @@ ACTION_SPACE_VARIANTS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(
         ("omnigym/DrivingPlan-v0", "omnigym/DrivingPlanReactive-v0", "omnigym/DrivingVLM-v0"), ("text",)
     ),
+    **dict.fromkeys(
+        (
+            f"omnigym/{task}{kind}-v0"
+            for task in ("Reach", "PushCube", "PickPlace")
+            for kind in ("", "Pixels")
+        ),
+        ("text",),
+    ),
 }
 """Each env id's other values of its ``action_space`` keyword argument (games: ``discrete`` by
-default, ``text``; GUI: ``text``, ``structured``; driving plan envs: ``box``, ``text``). The
-conformance tests check every env in each of them."""
+default, ``text``; GUI: ``text``, ``structured``; driving plan envs and the tabletop manipulation
+tasks: ``box``, ``text``). The conformance tests check every env in each of them."""
 
 
 def register_envs() -> None:

@@ -9,6 +9,7 @@ little more than the physics (``docs/envs/manipulation.md`` has the measured rat
 
 from __future__ import annotations
 
+import math
 import string
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,8 +52,19 @@ class TaskConfig:
     """Domain randomisation: each reset draws new object and table colours."""
     terminate_on_success: bool = True
     """End the episode (``terminated``) on the first successful step."""
+    action_space: Literal["box", "text"] = "box"
+    """``box``: the task's [-1, 1] actions; ``text`` (tabletop tasks): one written skill per step,
+    such as ``move_to(3.0, -5.5, 2.0)``, for language-model policies (``skills.py``)."""
+    invalid_action_penalty: float = -1.0
+    """Text actions: added to the reward of a reply that does not parse (the gripper then holds
+    still for one control step). As large as the worst dense control step (PushCube's lie in
+    [-1, 0]; Reach's and PickPlace's cost a few tenths), as the driving env's penalty."""
 
     def __post_init__(self) -> None:
+        if self.action_space not in ("box", "text"):
+            raise ValueError(f"action_space must be 'box' or 'text', got {self.action_space!r}")
+        if not math.isfinite(self.invalid_action_penalty):
+            raise ValueError(f"invalid_action_penalty must be finite, got {self.invalid_action_penalty}")
         self.obs_keys = tuple(self.obs_keys)
         unknown = set(self.obs_keys) - set(OBS_KEYS)
         if unknown or not self.obs_keys:
@@ -92,11 +104,18 @@ class ManipulationEnv(gym.Env[dict[str, Any], np.ndarray]):
     object_geoms: ClassVar[tuple[str, ...]] = ()
     """Geoms whose friction and colour the randomisation options change."""
     table_geom: ClassVar[str] = "table"
+    has_text_actions: ClassVar[bool] = False
+    """Whether the task takes ``action_space="text"`` (written skills)."""
 
     def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.config = self.config_class(**kwargs)
+        if self.config.action_space == "text" and not self.has_text_actions:
+            raise ValueError(
+                f"{type(self).__name__} has no text actions; leave action_space='box' (the tabletop "
+                "tasks Reach, PushCube and PickPlace take action_space='text')"
+            )
         self.render_mode = render_mode
         self.model = mujoco.MjModel.from_xml_path(str(ASSETS / self.xml_file))
         self.data = mujoco.MjData(self.model)
@@ -177,12 +196,21 @@ class ManipulationEnv(gym.Env[dict[str, Any], np.ndarray]):
         The part of :meth:`step` after ``mj_step``, apart so that the batched env
         (``vector.py``), which steps the physics of many envs in one call, shares it.
         """
+        state, reward, terminated, info = self._step_outcome()
+        return self._observation(state), reward, terminated, info
+
+    def _step_outcome(self) -> tuple[np.ndarray, float, bool, dict[str, Any]]:
+        """``(state, reward, terminated, info)`` of the physics state.
+
+        :meth:`_finish_step` without the observation, which a text skill builds once, after its
+        last control step.
+        """
         state = self._state()
         success, dense, info = self._score(state)
         info["is_success"] = success
         reward = dense if self.config.reward_type == "dense" else float(success)
         terminated = success and self.config.terminate_on_success
-        return self._observation(state), reward, terminated, info
+        return state, reward, terminated, info
 
     def _observation(self, state: np.ndarray) -> dict[str, Any]:
         obs: dict[str, Any] = {}

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from omnigym.envs.manipulation.base import TaskConfig
-from omnigym.envs.manipulation.tabletop import GRIPPER_STATE_DIM, TabletopConfig, TabletopEnv
+from omnigym.envs.manipulation.tabletop import GRIPPER_STATE_DIM, TabletopConfig, TabletopEnv, point_text
 
 CUBE_HALF = 0.02
 """Half the cube's edge (m)."""
@@ -102,6 +102,9 @@ class CubeEnv(TabletopEnv):
         return np.concatenate(
             (*self._gripper_state(), self.data.qpos[_CUBE_QPOS], self.data.qvel[_CUBE_QVEL]), dtype=np.float32
         )
+
+    def _object_lines(self) -> list[str]:
+        return [f"Cube: {point_text(self.data.qpos[5:8])} cm (its centre; it is 4 cm wide)."]
 
     def _score(self, state: np.ndarray) -> tuple[bool, float, dict[str, Any]]:
         """Success, PickPlace's dense reward (see the module docstring) and the cube-goal distance."""

@@ -6,12 +6,18 @@
 are deterministic functions of the observation; acting with ``deterministic=False`` adds Gaussian
 noise of ``noise_std`` to the [-1, 1] actions (diverse demonstrations for imitation learning,
 ``omnigym collect --stochastic``). Success rates are measured in ``tests/envs/manipulation``.
+
+In a text-action env (``action_space="text"``) the tabletop experts write skills instead
+(``skills.py``), chosen from the same decisions as their [-1, 1] actions (one phase of the task
+per skill: ``move_to`` a waypoint, ``push``, ``grasp``, ``release``); acting stochastically then
+adds Gaussian noise of ``noise_std * MAX_STEP`` (0.5 cm) to the skills' numbers. This is how
+``omnigym collect`` writes skill-text demonstrations for ``omnigym vlm sft``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -21,6 +27,8 @@ from omnigym.core.policy import Policy, PolicyConfig
 from omnigym.core.types import OBS_STATE, Obs, PolicyStep
 from omnigym.envs.manipulation import cube, pusht, tabletop
 from omnigym.envs.manipulation.pushing import PushPlanner
+from omnigym.envs.manipulation.skills import CM, Skill, format_skill
+from omnigym.envs.manipulation.tabletop import move_action
 
 
 @dataclass
@@ -78,18 +86,32 @@ class ScriptedExpert(Policy):
         state = observation_space.spaces.get(OBS_STATE)
         if state is None or state.shape != (self.state_dim,):
             raise ValueError(f"{self.name} reads the task's 'state' observation ({self.state_dim} values)")
-        if not isinstance(action_space, spaces.Box) or action_space.shape != (self.action_dim,):
-            raise ValueError(f"{self.name} acts in a Box of shape ({self.action_dim},), not {action_space}")
+        self.writes_skills = isinstance(action_space, spaces.Text) and spaces.Text in self.action_spaces
+        """Whether the env takes written skills (``action_space="text"``) instead of numbers."""
+        box = isinstance(action_space, spaces.Box) and action_space.shape == (self.action_dim,)
+        if not box and not self.writes_skills:
+            text = " or text" if spaces.Text in self.action_spaces else ""
+            kinds = f"a Box of shape ({self.action_dim},){text}"
+            raise ValueError(f"{self.name} acts in {kinds}, not {action_space}")
         if config.noise_std < 0:
             raise ValueError(f"noise_std must be >= 0, got {config.noise_std}")
 
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
-        """The expert's actions for a batch of observations (noisy unless ``deterministic``)."""
+        """The expert's actions for a batch of observations (noisy unless ``deterministic``).
+
+        In a text env: a list of ``B`` skills written out (``skills.format_skill``).
+        """
         state = obs[OBS_STATE].detach().cpu().numpy().astype(np.float64)
-        action = torch.from_numpy(self.actions(state)).float()
-        if not deterministic and self.config.noise_std > 0:
-            action = (action + self.config.noise_std * torch.randn_like(action)).clamp(-1.0, 1.0)
-        batch = action.shape[0]
+        noisy = not deterministic and self.config.noise_std > 0
+        batch = state.shape[0]
+        action: Any
+        if self.writes_skills:
+            written = self.skills(state)
+            action = [format_skill(self._perturbed(skill) if noisy else skill) for skill in written]
+        else:
+            action = torch.from_numpy(self.actions(state)).float()
+            if noisy:
+                action = (action + self.config.noise_std * torch.randn_like(action)).clamp(-1.0, 1.0)
         return PolicyStep(
             action=action, logprob=torch.zeros(batch, 1), mask=torch.ones(batch, 1, dtype=torch.bool)
         )
@@ -97,6 +119,20 @@ class ScriptedExpert(Policy):
     def actions(self, state: np.ndarray) -> np.ndarray:
         """Noise-free actions in [-1, 1] for states ``[B, state_dim]``. Shape: [B, action_dim]."""
         raise NotImplementedError
+
+    def skills(self, state: np.ndarray) -> list[Skill]:
+        """Noise-free skills for states ``[B, state_dim]`` (tabletop experts), one per row."""
+        raise NotImplementedError
+
+    def _perturbed(self, skill: Skill) -> Skill:
+        """``skill`` with ``noise_std * MAX_STEP`` of Gaussian noise on its numbers (cm), in bounds."""
+        if not skill.args:
+            return skill
+        noise = self.config.noise_std * tabletop.MAX_STEP / CM * torch.randn(len(skill.args)).numpy()
+        values = np.asarray(skill.args) + noise
+        if skill.name == "move_to":
+            values = np.clip(values, tabletop.TCP_LOW / CM, tabletop.TCP_HIGH / CM)
+        return Skill(skill.name, tuple(float(v) for v in values))
 
 
 # --- tabletop -------------------------------------------------------------------------------------
@@ -107,9 +143,19 @@ PAD_REACH = 0.012
 """Half the closed finger pads' footprint (m)."""
 
 
-def _move(tcp: np.ndarray, target: np.ndarray, speed: float = 1.0) -> np.ndarray:
-    """Position part of an action that sends the TCP towards ``target``, at most ``speed``."""
-    return np.clip((target - tcp) / tabletop.MAX_STEP, -speed, speed)
+FINGERS_OPEN_GAP = 2 * tabletop.FINGER_OPEN - 0.005
+"""Pad gap above which the fingers count as open (m)."""
+FINGERS_CLOSED_GAP = 0.005
+"""Pad gap below which the fingers count as closed (m)."""
+
+
+def _move_to(point: np.ndarray) -> Skill:
+    """``move_to`` a point (m), clipped to the workspace as the env clips a Box action's target."""
+    return Skill("move_to", _cm(np.clip(point, tabletop.TCP_LOW, tabletop.TCP_HIGH)))
+
+
+def _cm(point: np.ndarray) -> tuple[float, ...]:
+    return tuple(float(v) / CM for v in point)
 
 
 class ReachExpert(ScriptedExpert):
@@ -117,13 +163,18 @@ class ReachExpert(ScriptedExpert):
 
     name: ClassVar[str] = "reach_expert"
     config_class: ClassVar[type[PolicyConfig]] = ReachExpertConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Text)
     state_dim: ClassVar[int] = tabletop.GRIPPER_STATE_DIM
     action_dim: ClassVar[int] = 4
 
     def actions(self, state: np.ndarray) -> np.ndarray:
         """TCP towards the goal at full speed, fingers open."""
-        move = _move(state[:, tabletop.TCP], state[:, tabletop.GOAL])
+        move = move_action(state[:, tabletop.TCP], state[:, tabletop.GOAL])
         return np.concatenate([move, np.full((len(state), 1), GRIP_OPEN)], axis=1)
+
+    def skills(self, state: np.ndarray) -> list[Skill]:
+        """``move_to`` the goal."""
+        return [_move_to(row[tabletop.GOAL]) for row in state]
 
 
 class PushCubeExpert(ScriptedExpert):
@@ -131,10 +182,13 @@ class PushCubeExpert(ScriptedExpert):
 
     Each step is chosen from the state alone: push when the TCP is low, behind the cube and on the
     line to the goal; otherwise lift clear of the cube, fly to a point behind it and descend.
+    Written skills: ``grasp`` (to close the fingers) first, then each waypoint as a ``move_to``,
+    and each push as a ``push`` of the cube's whole way to the goal (at most ``skill_push`` m).
     """
 
     name: ClassVar[str] = "pushcube_expert"
     config_class: ClassVar[type[PolicyConfig]] = PushCubeExpertConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Text)
     state_dim: ClassVar[int] = cube.STATE_DIM
     action_dim: ClassVar[int] = 4
     push_height: ClassVar[float] = cube.CUBE_HALF
@@ -143,17 +197,38 @@ class PushCubeExpert(ScriptedExpert):
     lateral_tolerance: ClassVar[float] = 0.012
     push_step: ClassVar[float] = 0.025
     """How far ahead of the cube's back face the TCP is sent while pushing (m)."""
+    skill_push: ClassVar[float] = 0.08
+    """``push_step`` of a written ``push`` skill, which runs open loop (m)."""
 
     def actions(self, state: np.ndarray) -> np.ndarray:
         """One action per row, fingers closed (the pads make a paddle)."""
         out = np.empty((len(state), 4))
         out[:, 3] = GRIP_CLOSED
         for i, row in enumerate(state):
-            out[i, :3] = self._move(row[tabletop.TCP], row[cube.CUBE_POS], row[tabletop.GOAL])
+            target, speed, _ = self._waypoint(row[tabletop.TCP], row[cube.CUBE_POS], row[tabletop.GOAL])
+            out[i, :3] = move_action(row[tabletop.TCP], target, speed)
         return out
 
-    def _move(self, tcp: np.ndarray, box: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """Position part of the action for one row."""
+    def skills(self, state: np.ndarray) -> list[Skill]:
+        """One skill per row: close the fingers, else push or ``move_to`` the next waypoint."""
+        out = []
+        for row in state:
+            tcp = row[tabletop.TCP]
+            if row[tabletop.GAP] > FINGERS_CLOSED_GAP:
+                out.append(Skill("grasp"))
+                continue
+            target, _, pushing = self._waypoint(tcp, row[cube.CUBE_POS], row[tabletop.GOAL], written=True)
+            out.append(Skill("push", _cm(target[:2] - tcp[:2])) if pushing else _move_to(target))
+        return out
+
+    def _waypoint(
+        self, tcp: np.ndarray, box: np.ndarray, goal: np.ndarray, written: bool = False
+    ) -> tuple[np.ndarray, float, bool]:
+        """Where the TCP goes next for one row, at which speed, and whether that is a push.
+
+        ``written``: for a skill, which runs open loop: pushes reach ``skill_push`` ahead, and
+        flights always pass over the cube (a straight low flight may cross it).
+        """
         to_goal = goal[:2] - box[:2]
         distance = float(np.linalg.norm(to_goal))
         u = to_goal / max(distance, 1e-9)
@@ -163,23 +238,29 @@ class PushCubeExpert(ScriptedExpert):
         contact = box[:2] - u * (cube.CUBE_HALF + PAD_REACH)
         low = tcp[2] < self.push_height + 0.012
         if low and along < -cube.CUBE_HALF and abs(lateral) < self.lateral_tolerance:
-            ahead = contact + u * min(self.push_step, distance)  # push, steering back onto the line
-            return _move(tcp, np.array([*ahead, self.push_height]), speed=0.6)
+            # push, steering back onto the line
+            ahead = contact + u * min(self.skill_push if written else self.push_step, distance)
+            return np.array([*ahead, self.push_height]), 0.6, True
         near = np.all(np.abs(rel) < cube.CUBE_HALF + PAD_REACH + 0.01)
         if tcp[2] < SAFE_HEIGHT - 0.02 and near:
-            return _move(tcp, np.array([*(tcp[:2] - u * 0.01), SAFE_HEIGHT]))  # lift clear
+            return np.array([*(tcp[:2] - u * 0.01), SAFE_HEIGHT]), 1.0, False  # lift clear
         start = contact - u * self.standoff
         if np.linalg.norm(tcp[:2] - start) > 0.008:  # fly to the start, over the cube when near it
-            far_and_low = np.linalg.norm(rel) > 0.12 and tcp[2] < self.push_height + 0.02
-            return _move(tcp, np.array([*start, tcp[2] if far_and_low else SAFE_HEIGHT]))
-        return _move(tcp, np.array([*start, self.push_height]))  # descend behind the cube
+            far_and_low = not written and np.linalg.norm(rel) > 0.12 and tcp[2] < self.push_height + 0.02
+            return np.array([*start, tcp[2] if far_and_low else SAFE_HEIGHT]), 1.0, False
+        return np.array([*start, self.push_height]), 1.0, False  # descend behind the cube
 
 
 class PickPlaceExpert(ScriptedExpert):
-    """Above the cube with open fingers, down, close, then carry the cube to the goal."""
+    """Above the cube with open fingers, down, close, then carry the cube to the goal.
+
+    Written skills: ``release`` when the fingers are not open and hold nothing, ``move_to`` above
+    the cube, ``move_to`` the cube, ``grasp``, ``move_to`` where the cube is at the goal.
+    """
 
     name: ClassVar[str] = "pickplace_expert"
     config_class: ClassVar[type[PolicyConfig]] = PickPlaceExpertConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box, spaces.Text)
     state_dim: ClassVar[int] = cube.STATE_DIM
     action_dim: ClassVar[int] = 4
     grasp_gap: ClassVar[float] = 2 * cube.CUBE_HALF + 0.006
@@ -194,18 +275,40 @@ class PickPlaceExpert(ScriptedExpert):
             )
         return out
 
-    def _action(self, tcp: np.ndarray, gap: float, box: np.ndarray, goal: np.ndarray) -> np.ndarray:
-        """The action for one row."""
+    def skills(self, state: np.ndarray) -> list[Skill]:
+        """One skill per row, from the same phases as :meth:`actions`."""
+        out = []
+        for row in state:
+            tcp, gap = row[tabletop.TCP], row[tabletop.GAP]
+            phase, target = self._phase(tcp, gap, row[cube.CUBE_POS], row[tabletop.GOAL])
+            if phase == "close":
+                out.append(Skill("grasp"))
+            elif phase != "carry" and gap < FINGERS_OPEN_GAP:
+                out.append(Skill("release"))
+            else:
+                out.append(_move_to(target))
+        return out
+
+    def _phase(
+        self, tcp: np.ndarray, gap: float, box: np.ndarray, goal: np.ndarray
+    ) -> tuple[str, np.ndarray]:
+        """The phase of one row (``carry``, ``close``, ``fly``, ``descend``) and its TCP target."""
         offset = box - tcp
         at_cube = np.linalg.norm(offset[:2]) < 0.01 and abs(offset[2]) < 0.012
         if at_cube and gap < self.grasp_gap:  # holding it: bring the cube to the goal
-            return np.array([*_move(tcp, tcp + goal - box, speed=0.6), GRIP_CLOSED])
+            return "carry", tcp + goal - box
         if at_cube:
-            return np.array([*_move(tcp, box), GRIP_CLOSED])  # close on it
+            return "close", box  # close on it
         if np.linalg.norm(offset[:2]) > 0.008:  # fly over it with open fingers, the pads clear of it
-            above = np.array([box[0], box[1], box[2] + SAFE_HEIGHT - cube.CUBE_HALF])
-            return np.array([*_move(tcp, above), GRIP_OPEN])
-        return np.array([*_move(tcp, box, speed=0.8), GRIP_OPEN])  # descend around it
+            return "fly", np.array([box[0], box[1], box[2] + SAFE_HEIGHT - cube.CUBE_HALF])
+        return "descend", box  # descend around it
+
+    def _action(self, tcp: np.ndarray, gap: float, box: np.ndarray, goal: np.ndarray) -> np.ndarray:
+        """The action for one row."""
+        phase, target = self._phase(tcp, gap, box, goal)
+        speed = {"carry": 0.6, "close": 1.0, "fly": 1.0, "descend": 0.8}[phase]
+        grip = GRIP_CLOSED if phase in ("carry", "close") else GRIP_OPEN
+        return np.array([*move_action(tcp, target, speed), grip])
 
 
 # --- PushT ----------------------------------------------------------------------------------------

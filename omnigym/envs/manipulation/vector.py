@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -151,6 +152,9 @@ class ManipulationVectorEnv(gym.vector.VectorEnv):
             first.frame_skip,
             default_num_threads(num_envs) if num_threads is None else num_threads,
         )
+        self.text_actions = isinstance(self.single_action_space, spaces.Text)
+        """Written skills (``action_space="text"``): each copy runs its own skill, one after another
+        (a skill's physics steps depend on the copy's state, so copies cannot share one call)."""
         self._obs_keys = tuple(key for key in OBS_KEYS if key in first.config.obs_keys)
         self._rows: list[dict[str, Any]] = [{} for _ in range(num_envs)]
         """The latest observation of each copy (what a reset with a mask leaves in place)."""
@@ -191,7 +195,7 @@ class ManipulationVectorEnv(gym.vector.VectorEnv):
 
     # --- step -------------------------------------------------------------------------------------
     def step(self, actions: Any) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Apply one action ``[N, action_dim]`` per copy.
+        """Apply one action ``[N, action_dim]`` per copy (text actions: ``N`` strings).
 
         Returns:
             Observations, rewards (float64 ``[N]``), terminated and truncated (bool ``[N]``) and
@@ -204,7 +208,10 @@ class ManipulationVectorEnv(gym.vector.VectorEnv):
         """
         if not self._started:
             raise gym.error.ResetNeeded("call reset() before step()")
-        clipped = self._check_actions(actions)
+        if self.text_actions:
+            texts, clipped = self._check_texts(actions), np.empty((0, 0))
+        else:
+            texts, clipped = [], self._check_actions(actions)
         resetting = self._ended & (self.autoreset_mode == AutoresetMode.NEXT_STEP)
         if self.autoreset_mode == AutoresetMode.DISABLED and self._ended.any():
             raise gym.error.ResetNeeded(
@@ -212,8 +219,12 @@ class ManipulationVectorEnv(gym.vector.VectorEnv):
                 "reset(options={'reset_mask': mask}) (autoreset is disabled)"
             )
         stepping = np.flatnonzero(~resetting)
-        rewards, terminated, infos = self._advance(stepping, clipped)
-        truncated = self._truncated(stepping)
+        truncated = np.zeros(self.num_envs, bool)
+        if self.text_actions:
+            rewards, terminated, infos = self._advance_skills(stepping, texts, truncated)
+        else:
+            rewards, terminated, infos = self._advance(stepping, clipped)
+        truncated |= self._truncated(stepping)
         for index in np.flatnonzero(resetting).tolist():
             infos[index] = self._reset_copy(index)
         self._ended = terminated | truncated
@@ -242,6 +253,34 @@ class ManipulationVectorEnv(gym.vector.VectorEnv):
             self._rows[index], rewards[index], terminated[index], infos[index] = envs[index]._finish_step()
         self._elapsed[stepping] += 1
         return rewards, terminated, infos
+
+    def _advance_skills(
+        self, stepping: np.ndarray, texts: list[Any], truncated: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, list[dict[str, Any] | None]]:
+        """:meth:`_advance` for written skills: each copy in ``stepping`` runs its own ``step``.
+
+        ``truncated`` ``[N]`` gets the copies whose skills used up ``max_control_steps``.
+        """
+        rewards = np.zeros(self.num_envs, np.float64)
+        terminated = np.zeros(self.num_envs, bool)
+        infos: list[dict[str, Any] | None] = [None] * self.num_envs
+        for index in stepping.tolist():
+            row, rewards[index], terminated[index], truncated[index], infos[index] = self.envs[index].step(
+                texts[index]
+            )
+            self._rows[index] = row
+        self._elapsed[stepping] += 1
+        return rewards, terminated, infos
+
+    def _check_texts(self, actions: Any) -> list[Any]:
+        """One text action per copy (any content: a reply that does not parse is the copy's to answer)."""
+        texts = list(actions) if isinstance(actions, (list, tuple, np.ndarray)) else None
+        if texts is None or len(texts) != self.num_envs:
+            raise ValueError(
+                f"{self.env_class.__name__} x {self.num_envs} takes {self.num_envs} text actions, "
+                f"got {actions!r:.80}"
+            )
+        return texts
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         """The actions as float64 ``[N, action_dim]`` clipped to [-1, 1], after checking them."""
