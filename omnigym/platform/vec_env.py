@@ -229,7 +229,13 @@ def make_env(
 
     Raises:
         EnvArgumentError: an unknown id, or a keyword argument the env does not take.
+        ValueError: ``num_envs`` was passed (copies are :func:`make_vec_env`'s job).
     """
+    if "num_envs" in kwargs:  # the driving env takes it internally, but batching is make_vec_env's job
+        raise ValueError(
+            f"make_env builds one {env_id}; for {kwargs['num_envs']} copies use "
+            "make_vec_env(EnvConfig(id=..., num_envs=N)) (config key env.num_envs)"
+        )
     make_kwargs = _gym_make_kwargs(render_mode, max_episode_steps, kwargs)
     with explain_env_errors(env_id, kwargs):
         return as_omnigym_env(_make_single(env_id, make_kwargs))

@@ -83,6 +83,7 @@ POLICY_ENVS: dict[str, tuple[str, ...]] = {
     "pushcube_expert": ("omnigym/PushCube-v0",),
     "pickplace_expert": ("omnigym/PickPlace-v0",),
     **{name: DRIVING_ENVS for name in ("constant_velocity", "pdm_closed", "log_replay")},
+    "pdm_closed_meta": ("omnigym/DrivingPlan-v0",),  # writes meta actions: plan mode, text actions
 }
 """Policy name -> the envs it acts in: it is checked on their real spaces (made with the policy's
 ``env_kwargs``, e.g. a driving expert's privileged observation) instead of the fixed ones."""

@@ -11,7 +11,7 @@ from omnigym.envs.driving.observations import VECTOR_KEYS, ObservationConfig
 from omnigym.envs.driving.scenes import SceneConfig
 
 SPLITS = ("train", "val", "test")
-PRIVILEGED = ("pdm_closed", "log_replay")
+PRIVILEGED = ("pdm_closed", "log_replay", "pdm_closed_meta")
 
 
 @dataclass
@@ -67,8 +67,10 @@ class DrivingConfig:
     """End the episode on an at-fault collision or leaving the drivable area (and running a red
     light when ``reward="epdms"``): the score's multipliers are zero from then on."""
     privileged: tuple[str, ...] = ()
-    """Extra observation keys with an expert's action (``pdm_closed``, ``log_replay``), for the
-    expert baselines and dataset export; never give them to a learning policy."""
+    """Extra observation keys with an expert's action (``pdm_closed``, ``log_replay``; in plan mode
+    also ``pdm_closed_meta``: PDM-Closed's plan as the nearest meta action, ``[lateral,
+    longitudinal]`` indices), for the expert baselines and dataset export; never give them to a
+    learning policy."""
     max_agents: int = 128
     max_lights: int = 32
     max_lanes: int = 64
@@ -107,6 +109,8 @@ class DrivingConfig:
         unknown = [p for p in self.privileged if p not in PRIVILEGED]
         if unknown:
             raise ValueError(f"privileged keys {unknown} unknown; choose from {PRIVILEGED}")
+        if "pdm_closed_meta" in self.privileged and self.action_mode != "plan":
+            raise ValueError("privileged key 'pdm_closed_meta' (meta actions) needs action_mode='plan'")
         if self.image_size < 8 or self.image_meters <= 0:
             raise ValueError("image_size must be >= 8 pixels and image_meters > 0")
         if self.image_channels not in (1, 3):

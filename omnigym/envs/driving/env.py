@@ -37,7 +37,7 @@ from omnigym.envs.driving.scenes import SceneSource
 from omnigym.envs.driving.simulator import DrivingSimulator
 from omnigym.envs.driving.step_results import STEP_COMPONENTS, StepResult
 from omnigym.envs.driving.text import describe, text_space
-from omnigym.envs.driving.text_actions import TextActionReader
+from omnigym.envs.driving.text_actions import LATERAL, LONGITUDINAL, TextActionReader, nearest_meta_actions
 from omnigym.envs.driving.text_actions import action_space as text_action_space
 
 REWARD_COMPONENTS = "reward_components"
@@ -211,7 +211,10 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         if "text" in keys:
             out["text"] = text_space()
         for name in self.config.privileged:
-            if self.config.action_mode == "control":
+            if name == "pdm_closed_meta":
+                high = np.array([len(LATERAL) - 1, len(LONGITUDINAL) - 1], np.float32)
+                out[name] = spaces.Box(np.zeros(2, np.float32), high, dtype=np.float32)
+            elif self.config.action_mode == "control":
                 out[name] = spaces.Box(CONTROL_LOW, CONTROL_HIGH, dtype=np.float32)
             else:
                 out[name] = spaces.Box(PLAN_LOW, PLAN_HIGH, dtype=np.float32)
@@ -459,11 +462,10 @@ class DrivingVectorEnv(gym.vector.VectorEnv):
         """The privileged expert's action for every env, in this env's action format."""
         rows = np.arange(self.num_envs)
         if self.config.action_mode == "plan":
-            return (
-                planner.log_replay_plan(self.sim, rows)
-                if name == "log_replay"
-                else planner.pdm_closed_plans(self.sim, rows)[0]
-            )
+            if name == "log_replay":
+                return planner.log_replay_plan(self.sim, rows)
+            plans = planner.pdm_closed_plans(self.sim, rows)[0]
+            return nearest_meta_actions(self.sim, rows, plans) if name == "pdm_closed_meta" else plans
         # control mode: hold the expert's plan for replan_every steps, tracking it like the plan mode does
         due = self._expert_age >= self.config.replan_every
         if due.any():

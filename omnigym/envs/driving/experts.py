@@ -5,7 +5,10 @@ internals (the map and route for PDM-Closed, the log's future for the human), wh
 hands over as *privileged* observation keys when made with ``privileged=[...]``; their
 ``env_kwargs`` ask for that, so ``omnigym eval --policy pdm_closed`` works on any driving id.
 In a text-action env (``action_space="text"``) each writes its plan out (``format_plan``), which
-is how ``omnigym collect`` makes text demonstrations for ``omnigym vlm sft``.
+is how ``omnigym collect`` makes text demonstrations for ``omnigym vlm sft``. A fourth,
+``pdm_closed_meta`` (text envs only), writes PDM-Closed's plan as the meta action whose plan is
+nearest to it: a short answer (``keep lane, decelerate``) that a small model learns from few
+demonstrations.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from omnigym.core.types import OBS_STATE, Obs, PolicyStep
 from omnigym.envs.driving.controller import PLAN_POSES, STEPS_PER_POSE
 from omnigym.envs.driving.observations import STATE_DIM
 from omnigym.envs.driving.scene import DT
-from omnigym.envs.driving.text_actions import format_plan
+from omnigym.envs.driving.text_actions import format_meta_action, format_plan
 
 CONTROL_SHAPE = (2,)
 PLAN_SHAPE = (PLAN_POSES, 3)
@@ -162,3 +165,49 @@ class LogReplayPolicy(_PrivilegedExpert):
     config_class: ClassVar[type[PolicyConfig]] = LogReplayConfig
     key: ClassVar[str] = "log_replay"
     env_kwargs: ClassVar[dict[str, Any]] = {"privileged": ["log_replay"]}
+
+
+@dataclass
+class PDMClosedMetaConfig(PrivilegedExpertConfig):
+    """PDM-Closed's choice written as a meta action (no settings)."""
+
+    type: str = "pdm_closed_meta"
+
+
+class PDMClosedMetaPolicy(Policy):
+    """PDM-Closed's plan as its nearest meta action (``text_actions.nearest_meta_actions``), in text.
+
+    The teacher of a language model that answers in meta actions; the env's reference controller
+    turns the answer back into a plan, so this policy's score is what imitating it perfectly earns.
+    """
+
+    name: ClassVar[str] = "pdm_closed_meta"
+    config_class: ClassVar[type[PolicyConfig]] = PDMClosedMetaConfig
+    action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Text,)
+    env_kwargs: ClassVar[dict[str, Any]] = {"privileged": ["pdm_closed_meta"], "action_space": "text"}
+
+    def __init__(
+        self, config: PolicyConfig, observation_space: spaces.Dict, action_space: spaces.Space
+    ) -> None:
+        super().__init__(config, observation_space, action_space)
+        if not isinstance(action_space, spaces.Text):
+            raise ValueError(
+                "pdm_closed_meta writes meta actions: make the driving env with action_space='text' "
+                "(pdm_closed drives Box plan and control envs)"
+            )
+        space = observation_space.spaces.get("pdm_closed_meta")
+        if space is None or space.shape != (2,):
+            raise ValueError(
+                "pdm_closed_meta reads the privileged observation 'pdm_closed_meta': make the driving env "
+                "with privileged=['pdm_closed_meta'] (omnigym eval does this itself)"
+            )
+
+    def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
+        """PDM-Closed's meta actions, written out."""
+        indices = np.rint(np.asarray(obs["pdm_closed_meta"])).astype(np.int64)
+        batch = indices.shape[0]
+        return PolicyStep(
+            action=[format_meta_action(int(lat), int(lon)) for lat, lon in indices],
+            logprob=torch.zeros(batch, 1),
+            mask=torch.ones(batch, 1, dtype=torch.bool),
+        )

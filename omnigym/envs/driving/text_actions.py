@@ -164,12 +164,51 @@ def _parse_meta_action(answer: str) -> DrivingTextAction:
 
 def format_meta_action(lateral: int, longitudinal: int) -> str:
     """The canonical text of a meta action (what :func:`parse_driving_action` reads back)."""
+    if LATERAL[lateral] == "stop":
+        return "stop"
     return f"{LATERAL[lateral]}, {LONGITUDINAL[longitudinal]}"
 
 
+META_ACTIONS = (
+    *((lateral, speed) for lateral in range(len(LATERAL) - 1) for speed in range(len(LONGITUDINAL))),
+    (LATERAL.index("stop"), 1),
+)
+"""The distinct meta actions as ``(lateral, longitudinal)`` indices: 3 x 3, then ``stop``."""
+
+
+def meta_plans(
+    sim: DrivingSimulator, idx: np.ndarray, lateral: np.ndarray, longitudinal: np.ndarray
+) -> np.ndarray:
+    """Plans ``[n, 8, 3]`` (ego frame) of meta actions ``(lateral[k], longitudinal[k])`` in slots ``idx``."""
+    stop = lateral == LATERAL.index("stop")
+    lane_change = np.asarray(LANE_CHANGES)[lateral]
+    acceleration = np.where(stop, STOP_DECELERATION, np.asarray(ACCELERATIONS)[longitudinal])
+    return meta_action_plans(sim, idx, lane_change, acceleration)
+
+
+def nearest_meta_actions(sim: DrivingSimulator, idx: np.ndarray, plans: np.ndarray) -> np.ndarray:
+    """For each slot of ``idx``, the meta action (``[n, 2]`` indices) whose plan is closest to ``plans[k]``.
+
+    Closest: the smallest summed distance between the 8 positions, so a plan that slows down
+    for a lead car maps to ``decelerate`` and one that moves a lane over maps to a lane change,
+    whatever the road's curvature. This is how a planner's plan is written as a meta action.
+    """
+    n, m = len(idx), len(META_ACTIONS)
+    table = np.asarray(META_ACTIONS)
+    candidates = meta_plans(sim, np.repeat(idx, m), np.tile(table[:, 0], n), np.tile(table[:, 1], n))
+    gaps = np.linalg.norm(candidates.reshape(n, m, PLAN_POSES, 3)[..., :2] - plans[:, None, :, :2], axis=-1)
+    return table[np.argmin(gaps.sum(axis=-1), axis=1)]
+
+
 def format_plan(plan: np.ndarray) -> str:
-    """A plan ``[8, 3]`` as text: ``(x, y, heading)`` with 2 decimals (headings 3)."""
-    return ", ".join(f"({x:.2f}, {y:.2f}, {h:.3f})" for x, y, h in np.asarray(plan, np.float64))
+    """A plan ``[8, 3]`` as text: ``(x, y, heading)`` with 2 decimals (headings 3).
+
+    Digits are cut, not rounded, so a value inside the plan box is written inside it (a heading
+    of pi rounds to 3.142, outside the box the env reads plans with).
+    """
+    plan = np.asarray(plan, np.float64)
+    cut = np.trunc(plan * np.array([100.0, 100.0, 1000.0])) / np.array([100.0, 100.0, 1000.0]) + 0.0
+    return ", ".join(f"({x:.2f}, {y:.2f}, {h:.3f})" for x, y, h in cut)
 
 
 class TextActionReader:
@@ -205,8 +244,5 @@ class TextActionReader:
             idx = np.asarray(meta, np.int64)
             lateral = np.array([self.last[i].lateral for i in meta])
             speed = np.array([self.last[i].longitudinal for i in meta])
-            stop = lateral == LATERAL.index("stop")
-            lane_change = np.asarray(LANE_CHANGES)[lateral]
-            acceleration = np.where(stop, STOP_DECELERATION, np.asarray(ACCELERATIONS)[speed])
-            plans[idx] = meta_action_plans(sim, idx, lane_change, acceleration)
+            plans[idx] = meta_plans(sim, idx, lateral, speed)
         return np.clip(plans, self.low, self.high), valid, errors
