@@ -39,13 +39,20 @@ DRIVING_PROMPT = (
     "(x, y, heading) in the car's frame at 0.5 s steps, metres forward and left and radians. Think "
     "briefly inside <think></think>, then write the action inside <answer></answer>."
 )
+MANIPULATION_PROMPT = (
+    "You control a robot gripper over a table from a camera image and the positions in the text. "
+    "Answer with one skill per step: move_to(x, y, z), push(dx, dy), grasp or release, in "
+    "centimetres in the table frame the text uses. Think briefly inside <think></think>, then write "
+    "the skill inside <answer></answer>."
+)
 GENERIC_PROMPT = "Think briefly inside <think></think>, then write your action inside <answer></answer>."
 
 
 def default_system_prompt(text: str) -> str:
     """The system prompt for an observation text.
 
-    Games' texts start with ``game:``, GUIs' with ``instruction:``, driving's with ``Command:``.
+    Games' texts start with ``game:``, GUIs' with ``instruction:``, driving's with ``Command:``,
+    the manipulation tasks' with ``Task:`` when they take skills (text actions).
     """
     head = text.lstrip().lower()
     if head.startswith("game:"):
@@ -54,6 +61,8 @@ def default_system_prompt(text: str) -> str:
         return GUI_PROMPT
     if head.startswith("command:"):  # the driving env's situation text
         return DRIVING_PROMPT
+    if head.startswith("task:"):  # the tabletop tasks' text with skill actions
+        return MANIPULATION_PROMPT
     return GENERIC_PROMPT
 
 

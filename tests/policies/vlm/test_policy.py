@@ -149,6 +149,7 @@ def test_config_and_prompts(tiny_models, gui_batch):
         VLMPolicyConfig(model="m", obs_keys=("state",))
     assert "game" in default_system_prompt("game: NumberLine\n").lower()
     assert "click(x, y)" in default_system_prompt("instruction: Click OK.")
+    assert "move_to(x, y, z)" in default_system_prompt("Task: Pick up the cube and bring it to the target.")
     envs, obs = gui_batch
     with pytest.raises(TypeError, match="Text"):
         VLMPolicy(
