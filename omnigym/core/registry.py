@@ -119,10 +119,12 @@ POLICIES.register("gui_oracle", "omnigym.envs.gui.oracle:GUIOracle")
 POLICIES.register("game_solver", "omnigym.envs.games.experts:GameSolver")
 POLICIES.register("diffusion", "omnigym.policies.diffusion.policy:DiffusionPolicy")
 POLICIES.register("flow", "omnigym.policies.flow.policy:FlowPolicy")
+POLICIES.register("vla", "omnigym.policies.vla.policy:VLAPolicy")
 POLICIES.register("meanflow", "omnigym.policies.flow.meanflow:MeanFlowPolicy")
 POLICIES.register("diffusion_planner", "omnigym.policies.diffusion.planner:DiffusionPlanner")
 POLICIES.register("one_step_flow", "omnigym.policies.flow.one_step:OneStepFlowPolicy")
 POLICIES.register("noise_steering", "omnigym.policies.chunking.steered:NoiseSteeringPolicy")
+POLICIES.register("hierarchical", "omnigym.policies.hierarchical.policy:HierarchicalPolicy")
 POLICIES.register(
     "hierarchical_diffusion_planner", "omnigym.policies.diffusion.planner:HierarchicalDiffusionPlanner"
 )

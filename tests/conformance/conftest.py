@@ -160,25 +160,37 @@ def vlm_config(obs_kind: str, action_kind: str, tiny_model_dirs: TinyModelDirs) 
     return VLMPolicyConfig(model=str(model), obs_keys=obs_keys, max_new_tokens=8, max_prompt_tokens=160)
 
 
+SMALL_CHUNK_NETWORK = {
+    "n_action_steps": 1,
+    "down_dims": (16, 32),
+    "state_hidden_sizes": (16,),
+    "image_widths": (8, 16),
+}
+"""A chunk policy that re-plans every step, with a small U-Net and encoders."""
+
+
 def replanning_chunk_config(policy_name: str) -> PolicyConfigHook:
     """An action-chunk policy (``diffusion``, ``flow``, ``meanflow``) that re-plans every step.
 
     With its default ``n_action_steps`` such a policy returns the next action of its queued chunk
     on each call, so two calls on one observation differ by design; re-planning every step makes
     ``act`` a function of the observation history, which is what the contract checks. Chunk
-    execution itself is tested in ``tests/policies/diffusion``.
+    execution itself is tested in ``tests/policies/diffusion``. The networks are small (the
+    contract does not depend on their width; the default U-Net made each test take 10-20 s).
     """
 
     def hook(obs_kind: str, action_kind: str, tiny_model_dirs: TinyModelDirs) -> Any:
-        return POLICIES.get(policy_name).config_class(n_action_steps=1)
+        return POLICIES.get(policy_name).config_class(**SMALL_CHUNK_NETWORK)
 
     return hook
 
 
 def steering_config(obs_kind: str, action_kind: str, tiny_model_dirs: TinyModelDirs) -> Any:
     """``noise_steering`` over a small fresh ``flow`` generator that re-plans every step (as above)."""
-    base = {"n_action_steps": 1, "down_dims": [16, 32], "state_hidden_sizes": [16], "image_widths": [8, 16]}
-    return POLICIES.get("noise_steering").config_class(base_config=base)
+    base = {
+        key: list(value) if isinstance(value, tuple) else value for key, value in SMALL_CHUNK_NETWORK.items()
+    }
+    return POLICIES.get("noise_steering").config_class(base_config=base)  # YAML-shaped: lists
 
 
 PolicyConfigHook = Callable[[str, str, TinyModelDirs], Any]

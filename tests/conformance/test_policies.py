@@ -71,6 +71,8 @@ POLICY_KINDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "game_solver": (("image_text", "text"), ("discrete2", "text")),  # reads a game's text
     "gui_oracle": (("image_text", "text"), ("text",)),  # reads a GUI's text, writes text actions
     "vlm": (("image_text", "text"), ("text",)),  # a VLM (image + text) or a text-only LM
+    "vla": (("image_text",), ("box3",)),  # a tiny VLM encoder: one pair (driving plans: the matrix test)
+    "hierarchical": (("state",), ("box3",)),  # its chunk controller is checked on every pair as flow
 }
 """Policy name -> (observation kinds, action kinds): the fixed spaces it is checked on, all pairs,
 for a policy that ``check_fit`` cannot narrow down (it refuses these only once built: what its

@@ -3,7 +3,7 @@
 ``omnigym train`` on a smoke-sized experiment for every (env config, policy, algorithm) of the
 matrix: a combination that can work trains one iteration (exit 0); one that cannot exits 2 with a
 single stderr line naming the problem and the fix; none ends in a traceback. The default run
-checks three refusals; the whole matrix (48 cases: 18 train, 30 refuse, about 2.5 minutes on 2
+checks three refusals; the whole matrix (60 cases: 21 train, 39 refuse, about 2.5 minutes on 2
 workers) is ``slow``.
 """
 
@@ -24,11 +24,12 @@ ENVS = {
     "numberline_text": ["env.kwargs.action_space=text", "env.kwargs.instructions=false"],
 }
 """Cases: an env config (the name in ``configs/env``, before ``_text``) and its overrides."""
-POLICIES = ("mlp", "cnn", "vlm", "flow")
+POLICIES = ("mlp", "cnn", "vlm", "flow", "vla")
 ALGOS = ("ppo", "grpo", "vldac")
 SMALL = {
     "vlm": ["policy.max_new_tokens=4", "policy.max_prompt_tokens=768", "policy.eval_micro_batch_size=8"],
     "flow": ["policy.num_inference_steps=2", "policy.rl_chain=true"],  # its denoising chain as the action
+    "vla": ["policy.num_inference_steps=2", "policy.rl_chain=true"],  # a tiny VLM over the flow expert
 }
 """Policy overrides that keep a smoke run small."""
 TRAINS = {
@@ -39,6 +40,7 @@ TRAINS = {
     ("driving_vlm", "mlp", "vldac"), ("driving_vlm", "cnn", "vldac"),
     ("pushcube", "mlp", "ppo"), ("pushcube", "mlp", "grpo"), ("pushcube", "mlp", "vldac"),
     ("pushcube", "flow", "ppo"), ("pushcube", "flow", "grpo"), ("pushcube", "flow", "vldac"),
+    ("driving_vlm", "vla", "ppo"), ("driving_vlm", "vla", "grpo"), ("driving_vlm", "vla", "vldac"),
     ("numberline_text", "vlm", "ppo"), ("numberline_text", "vlm", "grpo"),
     ("numberline_text", "vlm", "vldac"),
 }  # fmt: skip

@@ -159,12 +159,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     bc = sub.add_parser(
         "bc",
-        help="imitation-train an action-chunk policy (diffusion, flow, meanflow, planners) on a dataset",
+        help="imitation-train an action-chunk policy (diffusion, flow, meanflow, vla, planners) on a dataset",
     )
     bc.add_argument("--dataset", required=True, help="Minari dataset id (omnigym collect ...)")
     bc.add_argument(
         "--policy", required=True,
-        help="diffusion, flow, meanflow, diffusion_planner or hierarchical_diffusion_planner",
+        help="diffusion, flow, meanflow, vla, diffusion_planner or hierarchical_diffusion_planner",
     )  # fmt: skip
     bc.add_argument("--out", required=True, help="directory to save the trained policy in")
     bc.add_argument("--steps", type=int, default=1000, help="optimiser steps (default 1000)")

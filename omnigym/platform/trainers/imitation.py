@@ -23,7 +23,9 @@ from omnigym.policies.chunking.policy import ChunkPolicy
 
 logger = logging.getLogger(__name__)
 
-CHUNK_POLICIES = ("diffusion", "flow", "meanflow", "diffusion_planner", "hierarchical_diffusion_planner")
+CHUNK_POLICIES = (
+    "diffusion", "flow", "meanflow", "vla", "diffusion_planner", "hierarchical_diffusion_planner",
+)  # fmt: skip
 """Registered policies :func:`imitate_dataset` can train."""
 
 
