@@ -3,7 +3,7 @@
 ``omnigym train`` on a smoke-sized experiment for every (env config, policy, algorithm) of the
 matrix: a combination that can work trains one iteration (exit 0); one that cannot exits 2 with a
 single stderr line naming the problem and the fix; none ends in a traceback. The default run
-checks three refusals; the whole matrix (60 cases: 21 train, 39 refuse, about 2.5 minutes on 2
+checks three refusals; the whole matrix (90 cases: 36 train, 54 refuse, about 4 minutes on 2
 workers) is ``slow``.
 """
 
@@ -21,9 +21,11 @@ ENVS = {
     "driving_vlm": [],
     "driving_vlm_text": ["env.kwargs.action_space=text"],
     "pushcube": [],
+    "pushcube_pixels": ["env.kwargs.obs_keys=[image,state]"],
+    "pushcube_text": ["env.kwargs.action_space=text", "env.kwargs.obs_keys=[image,text]"],
     "numberline_text": ["env.kwargs.action_space=text", "env.kwargs.instructions=false"],
 }
-"""Cases: an env config (the name in ``configs/env``, before ``_text``) and its overrides."""
+"""Cases: an env config (the name in ``configs/env``, before ``_text`` or ``_pixels``) and its overrides."""
 POLICIES = ("mlp", "cnn", "vlm", "flow", "vla")
 ALGOS = ("ppo", "grpo", "vldac")
 SMALL = {
@@ -41,6 +43,8 @@ TRAINS = {
     ("pushcube", "mlp", "ppo"), ("pushcube", "mlp", "grpo"), ("pushcube", "mlp", "vldac"),
     ("pushcube", "flow", "ppo"), ("pushcube", "flow", "grpo"), ("pushcube", "flow", "vldac"),
     ("driving_vlm", "vla", "ppo"), ("driving_vlm", "vla", "grpo"), ("driving_vlm", "vla", "vldac"),
+    *(("pushcube_pixels", policy, algo) for policy in ("mlp", "cnn", "flow", "vla") for algo in ALGOS),
+    ("pushcube_text", "vlm", "ppo"), ("pushcube_text", "vlm", "grpo"), ("pushcube_text", "vlm", "vldac"),
     ("numberline_text", "vlm", "ppo"), ("numberline_text", "vlm", "grpo"),
     ("numberline_text", "vlm", "vldac"),
 }  # fmt: skip
@@ -67,7 +71,8 @@ def test_combination_trains_or_stops_with_one_line(
     env: str, policy: str, algo: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     experiment = tmp_path / "matrix.yaml"
-    defaults = {"env": env.removesuffix("_text"), "policy": policy, "algo": algo, "runtime": "local"}
+    config = env.removesuffix("_text").removesuffix("_pixels")
+    defaults = {"env": config, "policy": policy, "algo": algo, "runtime": "local"}
     experiment.write_text(yaml.safe_dump({"name": "matrix", "seed": 0, "defaults": defaults}))
     steps = ["env.num_envs=8", "algo.num_steps=4", "total_steps=32"]
     if algo == "grpo":
