@@ -27,14 +27,17 @@ class ActionParseError(ValueError):
     """A text action that the env's grammar cannot read; the message says why."""
 
 
-def answer_text(text: str) -> str:
+def answer_text(text: str, max_length: int | None = None) -> str:
     """The answer part of a model's reply.
 
     The content of the last ``<answer>...</answer>`` tag (RAGEN's format), else the value of the
-    last ``"action": "..."`` field (RL4VLM's JSON format), else the whole text; stripped.
+    last ``"action": "..."`` field (RL4VLM's JSON format), else the whole text; stripped. A reply
+    longer than ``max_length`` characters (the action space's) is refused, not cut.
     """
     if not isinstance(text, str):
         raise ActionParseError(f"a text action must be a str, got {type(text).__name__}")
+    if max_length is not None and len(text) > max_length:
+        raise ActionParseError(f"reply of {len(text)} characters, at most {max_length} allowed")
     tags = _ANSWER_TAG.findall(text)
     if tags:
         return str(tags[-1]).strip()

@@ -105,9 +105,7 @@ def parse_driving_action(text: str, low: np.ndarray, high: np.ndarray) -> Drivin
     Raises:
         ActionParseError: with the reason (see the module docstring).
     """
-    if isinstance(text, str) and len(text) > ACTION_TEXT_MAX_LENGTH:
-        raise ActionParseError(f"reply of {len(text)} characters, at most {ACTION_TEXT_MAX_LENGTH} allowed")
-    answer = answer_text(text)
+    answer = answer_text(text, max_length=ACTION_TEXT_MAX_LENGTH)
     if not answer:
         raise ActionParseError("empty action; " + describe_actions())
     groups = _GROUP.findall(answer)

@@ -102,9 +102,7 @@ def parse_skill(text: str, low: np.ndarray, high: np.ndarray) -> Skill:
     Raises:
         ActionParseError: with the reason (see the module docstring).
     """
-    if isinstance(text, str) and len(text) > ACTION_TEXT_MAX_LENGTH:
-        raise ActionParseError(f"reply of {len(text)} characters, at most {ACTION_TEXT_MAX_LENGTH} allowed")
-    answer = answer_text(text)
+    answer = answer_text(text, max_length=ACTION_TEXT_MAX_LENGTH)
     if not answer:
         raise ActionParseError("empty action; expected one skill: " + _forms())
     match = _SKILL.fullmatch(answer.rstrip(" .;"))
