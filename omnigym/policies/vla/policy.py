@@ -89,7 +89,7 @@ class VLAPolicy(FlowPolicy):
         """Refuse non-Box actions and observations without an image, naming the fix (before any weights)."""
         if not isinstance(action_space, spaces.Box):
             raise IncompatibleSpacesError(
-                f"policy 'vla' outputs continuous action chunks (Box action spaces), not "
+                f"policy 'vla' acts in Box action spaces (it outputs continuous action chunks), not "
                 f"{describe_space(action_space)}; for text actions use policy=vlm",
                 policy=cls.name,
                 part="action",

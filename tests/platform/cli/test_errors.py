@@ -164,7 +164,8 @@ def test_every_policy_accepts_its_declared_action_spaces_and_refuses_others(name
     """Conformance: a declared space passes the check, any other fails with a message naming both."""
     policy_cls = POLICIES.get(name)
     assert policy_cls.action_spaces, f"{name} declares no action_spaces"
-    obs = spaces.Dict(state=spaces.Box(-1, 1, (4,)), text=spaces.Text(32))
+    image = spaces.Box(0, 255, (36, 36, 3), dtype=np.uint8)  # what a vla conditions on
+    obs = spaces.Dict(state=spaces.Box(-1, 1, (4,)), image=image, text=spaces.Text(32))
     samples: list[spaces.Space[Any]] = [
         spaces.Box(-1, 1, (2,)), spaces.Discrete(3), spaces.Text(16), spaces.MultiBinary(2),
     ]  # fmt: skip
