@@ -10,7 +10,9 @@ actions (64 px raster, scene text, NAVSIM-style PDM score):
    learner sees (image and scene text). Meta actions, not 8 written poses: a plan is ~100 tokens
    to generate per step, which a CPU run cannot afford for every GRPO sample; the plan form is
    the same env and the same SFT path.
-2. **SFT** (``omnigym vlm sft``): a short fine-tuning on PDM-Closed's answers.
+2. **SFT** (``omnigym vlm sft``): a short fine-tuning on PDM-Closed's answers, the rarer answers
+   repeated (:data:`MAX_REPEAT`) so that the model learns when to slow down, not only the
+   commonest answer.
 3. **GRPO** (``omnigym train grpo_vlm_driving policy.model=<sft>/hf``): groups of 8 episodes from
    one scene, the per-step PDMS share as the reward, k3 KL to the SFT model.
 
@@ -41,12 +43,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ENV_ID = "omnigym/DrivingVLM-v0"
 ENV_KWARGS = {"action_space": "text", "image_size": 64}
 DATASET_ID = "driving/pdm-closed-meta-text-v0"
 EVAL = {"episodes": 30, "seed": 0, "num_envs": 10}
 DEMO_EPISODES = 60
-SFT = {"steps": 150, "batch_size": 32, "learning_rate": 1e-3, "log_every": 50}
+SFT = {"steps": 200, "batch_size": 32, "learning_rate": 1e-3, "log_every": 50}
+MAX_REPEAT = 4
+"""SFT rebalancing: each answer's demonstrations are repeated up to this many times, towards half
+the commonest answer's count (``keep lane, keep speed`` is 79 % of the teacher's steps; without
+rebalancing the model learns to write only that, PDMS 0.761 against 0.850 with it)."""
 SYSTEM_PROMPT = "You drive a car. Answer with a meta action inside <answer></answer>."
 """A short system prompt: the default one (every form of both action kinds) is 272 tokens of
 the tiny model's tokenizer, more than the scene text, and every prompt is padded to the longest."""
@@ -94,6 +102,16 @@ def demonstrations() -> dict[str, Any]:
     return {"episodes": summary.episodes, "steps": summary.steps, "answers": dict(answers.most_common())}
 
 
+def rebalanced_rows(answers: list[str], max_repeat: int = MAX_REPEAT) -> np.ndarray:
+    """Row indices, each answer's rows repeated round(commonest / count / 2) times (1 to max_repeat)."""
+    labels, counts = np.unique(np.asarray(answers), return_counts=True)
+    rows = []
+    for label, count in zip(labels, counts, strict=True):
+        repeat = int(min(max_repeat, max(1, round(counts.max() / count / 2))))
+        rows.append(np.tile(np.flatnonzero(np.asarray(answers) == label), repeat))
+    return np.concatenate(rows)
+
+
 def supervised(model: Path, out: Path) -> tuple[dict[str, float], dict[str, float]]:
     """SFT on the demonstrations (saved to ``out``); scores of the untrained and the SFT model."""
     import minari
@@ -114,8 +132,14 @@ def supervised(model: Path, out: Path) -> tuple[dict[str, float], dict[str, floa
     def log(step: int, metrics: dict[str, float]) -> None:
         print(f"sft step {step}: nll {metrics['train/sft_nll']:.3f}", flush=True)
 
-    obs = {key: steps.obs[key] for key in config.obs_keys}
-    supervised_finetune(policy, obs, answer_targets(steps.actions), SFTConfig(**SFT), callback=log)  # type: ignore[arg-type]
+    answers = [str(action) for action in steps.actions]
+    rows = rebalanced_rows(answers)
+    obs = {
+        key: [steps.obs[key][i] for i in rows] if key == "text" else steps.obs[key][rows]
+        for key in config.obs_keys
+    }
+    targets = answer_targets([answers[i] for i in rows])
+    supervised_finetune(policy, obs, targets, SFTConfig(**SFT), callback=log)  # type: ignore[arg-type]
     policy.save_pretrained(out)
     sft = driving_scores(policy)
     print(f"after sft: {sft}", flush=True)
