@@ -25,9 +25,9 @@ Last line: one JSON object; ``ratio`` = PDMS after GRPO / PDMS of ``constant_vel
 issue's target: >= 1.3 on the quick run, with PDMS after GRPO above PDMS after SFT).
 
 Measured (``--quick``, docs/evaluation.md): PDMS untrained 0.766 (every reply invalid: the env's
-``keep lane, keep speed`` fallback), after SFT 0.761, after GRPO 0.744; ``constant_velocity``
-0.445 (``ratio`` 1.67), ``pdm_closed_meta`` 0.855, ``pdm_closed`` 0.961. GRPO does not yet improve
-on SFT here.
+``keep lane, keep speed`` fallback), after SFT 0.850, after GRPO 0.861; ``constant_velocity``
+0.445 (``ratio`` 1.93), ``pdm_closed_meta`` 0.855, ``pdm_closed`` 0.961. One seed: GRPO's +0.011
+is within what one of the 30 scenes can move.
 
 Usage: ``omnigym bench vlm_driving [--quick] [--threads N] [--keep DIR]`` (quick: 4,096 GRPO env
 steps; full: 12,288).
