@@ -28,7 +28,7 @@ def test_names_and_ids() -> None:
 
 
 def test_d4rl_normalised_scores() -> None:
-    """ALGORITHMS.md 8.7's sanity values."""
+    """The sanity values of the D4RL-style recipes (docs/algorithms/offline.md)."""
     assert normalized_score("hopper", 3234.3) == pytest.approx(100.0)
     assert normalized_score("hopper", -20.272305) == pytest.approx(0.0)
     assert normalized_score("hopper", 1600) == pytest.approx(49.7845, abs=1e-4)

@@ -1,4 +1,4 @@
-"""GAE and discounted returns against hand-computed numbers (ALGORITHMS.md §1.8)."""
+"""GAE and discounted returns against hand-computed numbers (docs/algorithms)."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""DiffusionWorldModel: EDM maths against ALGORITHMS.md 10.3, learning, seeded stepping, saving, errors.
+"""DiffusionWorldModel: EDM maths against docs/algorithms, learning, seeded stepping, saving, errors.
 
 Also the PSNR/SSIM of ``pixel_metrics`` against hand-computed values.
 """
@@ -82,7 +82,7 @@ def square_episodes(num: int, length: int, seed: int) -> list[dict]:
     return episodes
 
 
-# --- the EDM maths (ALGORITHMS.md 10.3 sanity checks) ------------------------------------------------
+# --- the EDM maths (docs/algorithms sanity checks) ------------------------------------------------
 @pytest.mark.parametrize(
     ("sigma", "expected"),
     [

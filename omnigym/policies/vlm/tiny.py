@@ -9,7 +9,7 @@ loads back with no hub access (``qwen2``, a text-only language model, loads with
 2-7 B model takes (M-RoPE, image-token expansion, KV-cached generation, LoRA) runs on CPU in
 milliseconds.
 
-The recipe is the verified one of ``peer-baselines.md`` section 6.
+Built from a config with ``from_config`` and saved with ``save_pretrained`` (docs/policies.md).
 """
 
 from __future__ import annotations

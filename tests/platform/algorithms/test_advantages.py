@@ -1,4 +1,4 @@
-"""Group-relative, GDPO and V-trace advantages against the hand numbers of ALGORITHMS.md §2.8, §4.6, §5.8."""
+"""Group-relative, GDPO and V-trace advantages against hand-computed numbers (docs/algorithms)."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Decoupled PPO and A-3PO: ALGORITHMS.md §5.8 hand numbers through compute_loss, equality with PPO on
+"""Decoupled PPO and A-3PO: docs/algorithms hand numbers through compute_loss, equality with PPO on
 fresh data, version bookkeeping, and learning CartPole."""
 
 import math

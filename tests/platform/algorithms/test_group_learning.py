@@ -1,5 +1,5 @@
 """The GRPO family learns (CI-sized): a seeded contextual bandit, FrozenLake, GDPO vs GRPO on a
-two-reward toy, and decoupled PPO under simulated staleness (ALGORITHMS.md §2, §4, §5)."""
+two-reward toy, and decoupled PPO under simulated staleness (docs/algorithms)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The GRPO family on hand-built group rollouts: ALGORITHMS.md §2-4 numbers through the algorithm."""
+"""The GRPO family on hand-built group rollouts: hand-computed numbers through the algorithm."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loss building blocks against the hand numbers of ALGORITHMS.md §0.4, §0.5, §2.8, §3.6 and §5.8."""
+"""Loss building blocks against the hand numbers of docs/algorithms"""
 
 import math
 

@@ -31,7 +31,7 @@ def fix_logprob(policy, logprob):
     [(1.5, 1.0, -1.2, 0.0), (0.5, 1.0, -0.5, -1.0), (0.5, -1.0, 0.8, 0.0), (1.5, -1.0, 1.5, 1.0)],
 )
 def test_clipped_surrogate_hand_numbers(ratio, adv, loss, grad):
-    """ALGORITHMS.md §1.8: loss and d loss / d ratio for single samples, eps = 0.2."""
+    """docs/algorithms: loss and d loss / d ratio for single samples, eps = 0.2."""
     envs, policy, algo = build(norm_adv=False, clip_vloss=False, vf_coef=0.0, ent_coef=0.0)
     lp_new = torch.tensor([[np.log(ratio)]], requires_grad=True)
     fix_logprob(policy, lp_new)
@@ -73,7 +73,7 @@ def test_value_clipping_hand_numbers():
 def test_masked_mean_ignores_padding_parts():
     x = torch.tensor([[4.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
     mask = torch.tensor([[True, False, False], [True, True, True]])
-    assert float(masked_mean(x, mask)) == pytest.approx(7 / 4)  # token-mean, ALGORITHMS.md §0.5
+    assert float(masked_mean(x, mask)) == pytest.approx(7 / 4)  # token-mean, docs/algorithms
 
 
 @pytest.mark.parametrize("normalize_obs", [False, True])

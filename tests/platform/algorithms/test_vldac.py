@@ -1,4 +1,4 @@
-"""VL-DAC: ALGORITHMS.md §6.5 hand numbers, the stop-gradient critic, value warm-up, advantage
+"""VL-DAC: docs/algorithms hand numbers, the stop-gradient critic, value warm-up, advantage
 normalisation once per rollout, step-mean of part losses, the KL to the frozen reference, and learning."""
 
 import math

@@ -1,4 +1,4 @@
-"""IMPALA V-trace: ALGORITHMS.md §5.8 targets through the algorithm on tiny rollouts, the loss by hand,
+"""IMPALA V-trace: docs/algorithms targets through the algorithm on tiny rollouts, the loss by hand,
 on-policy reduction to Monte-Carlo (lambda = 1) returns, and learning CartPole."""
 
 import math

@@ -197,7 +197,7 @@ def test_weight_channel_catches_up_lagging_receivers() -> None:
 def test_admission_capacity_follows_areal_formula() -> None:
     live = {"n": 0}
     gate = AdmissionGate(chunks_per_batch=512, max_staleness=4, live_chunks=lambda: live["n"])
-    assert gate.capacity() == 2560  # ALGORITHMS.md §5.8
+    assert gate.capacity() == 2560  # the worked example of docs/algorithms/decoupled_ppo.md's staleness gate
     assert gate.acquire(timeout=0)
     live["n"] = 2559
     assert gate.capacity() == 0 and not gate.acquire(timeout=0.01)

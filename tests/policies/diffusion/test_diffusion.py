@@ -19,7 +19,7 @@ def make(chunk_policy: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def test_cosine_schedule_matches_the_reference_numbers(make: Callable[..., Any]) -> None:
-    """ALGORITHMS.md §9.1: ᾱ_0 = 0.999369, ᾱ_49 = 0.493844, ᾱ_99 = 2.4286e-7, last β clipped to 0.999."""
+    """docs/algorithms: ᾱ_0 = 0.999369, ᾱ_49 = 0.493844, ᾱ_99 = 2.4286e-7, last β clipped to 0.999."""
     alphas = make().noise_scheduler.alphas_cumprod
     assert alphas[0].item() == pytest.approx(0.999369, abs=1e-6)
     assert alphas[49].item() == pytest.approx(0.493844, abs=1e-6)

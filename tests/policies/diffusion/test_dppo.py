@@ -1,4 +1,4 @@
-"""DPPO fine-tuning log-probabilities of the diffusion policy (``rl_chain``, ALGORITHMS.md §7.2)."""
+"""DPPO fine-tuning log-probabilities of the diffusion policy (``rl_chain``, docs/algorithms)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Flow matching and MeanFlow: the sanity checks of ALGORITHMS.md §9.2 and §9.3."""
+"""Flow matching and MeanFlow: the sanity checks of docs/algorithms"""
 
 from __future__ import annotations
 

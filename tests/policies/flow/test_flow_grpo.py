@@ -1,4 +1,4 @@
-"""Flow-GRPO log-probabilities of the flow policy (``rl_chain``, ALGORITHMS.md §7.1)."""
+"""Flow-GRPO log-probabilities of the flow policy (``rl_chain``, docs/algorithms)."""
 
 from __future__ import annotations
 

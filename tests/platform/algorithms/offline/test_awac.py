@@ -1,4 +1,4 @@
-"""AWAC: hand-computed critic target, advantage weights and actor loss (ALGORITHMS.md 8.4), one update."""
+"""AWAC: hand-computed critic target, advantage weights and actor loss (docs/algorithms), one update."""
 
 from __future__ import annotations
 

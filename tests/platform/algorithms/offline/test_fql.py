@@ -1,4 +1,4 @@
-"""FQL: the sanity values of ALGORITHMS.md 9.4, hand-computed losses, the frozen-critic Q term, one update."""
+"""FQL: the sanity values of docs/algorithms, hand-computed losses, the frozen-critic Q term, one update."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""IQL: the expectile and AWR sanity values of ALGORITHMS.md 8.2, hand-computed losses, one update."""
+"""IQL: the expectile and AWR sanity values of docs/algorithms, hand-computed losses, one update."""
 
 from __future__ import annotations
 

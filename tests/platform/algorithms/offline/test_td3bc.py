@@ -1,4 +1,4 @@
-"""TD3+BC (ALGORITHMS.md 8.1): lambda scaling, the BC term, the smoothed clipped double-Q target, cadence."""
+"""TD3+BC (docs/algorithms): lambda scaling, the BC term, the smoothed clipped double-Q target, cadence."""
 
 from __future__ import annotations
 
