@@ -77,6 +77,7 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     *_manipulation("Reach", "reach:ReachEnv", max_episode_steps=50),
     *_manipulation("PushCube", "cube:PushCubeEnv", max_episode_steps=100),
     *_manipulation("PickPlace", "cube:PickPlaceEnv", max_episode_steps=150),
+    *_manipulation("PushCubeTwoStage", "two_stage:PushCubeTwoStageEnv", max_episode_steps=150),
     # batched torch reach in Isaac Lab's conventions (docs/envs/manipulation-adapters.md):
     # vectorization `vector` gives the torch env that stays on its device, `sync` NumPy copies
     (
@@ -119,7 +120,7 @@ ACTION_SPACE_VARIANTS: dict[str, tuple[str, ...]] = {
     **dict.fromkeys(
         (
             f"omnigym/{task}{kind}-v0"
-            for task in ("Reach", "PushCube", "PickPlace")
+            for task in ("Reach", "PushCube", "PickPlace", "PushCubeTwoStage")
             for kind in ("", "Pixels")
         ),
         ("text",),

@@ -84,6 +84,7 @@ POLICY_ENVS: dict[str, tuple[str, ...]] = {
     "reach_expert": ("omnigym/Reach-v0",),
     "pushcube_expert": ("omnigym/PushCube-v0",),
     "pickplace_expert": ("omnigym/PickPlace-v0",),
+    "pushcube_two_stage_expert": ("omnigym/PushCubeTwoStage-v0",),
     **{name: DRIVING_ENVS for name in ("constant_velocity", "pdm_closed", "log_replay")},
     "pdm_closed_meta": ("omnigym/DrivingPlan-v0",),  # writes meta actions: plan mode, text actions
 }

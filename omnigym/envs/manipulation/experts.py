@@ -1,6 +1,7 @@
 """Scripted experts for the manipulation tasks, as registered policies.
 
-``pusht_expert``, ``reach_expert``, ``pushcube_expert`` and ``pickplace_expert`` read the privileged
+``pusht_expert``, ``reach_expert``, ``pushcube_expert``, ``pushcube_two_stage_expert`` and
+``pickplace_expert`` read the privileged
 ``state`` observation (object and goal poses; layouts in ``pusht.py``, ``tabletop.py`` and
 ``cube.py``) and need no other key, so they drive the state and the pixel variants alike. They
 are deterministic functions of the observation; acting with ``deterministic=False`` adds Gaussian
@@ -25,7 +26,7 @@ from gymnasium import spaces
 
 from omnigym.core.policy import Policy, PolicyConfig
 from omnigym.core.types import OBS_STATE, Obs, PolicyStep
-from omnigym.envs.manipulation import cube, pusht, tabletop
+from omnigym.envs.manipulation import cube, pusht, tabletop, two_stage
 from omnigym.envs.manipulation.pushing import PushPlanner
 from omnigym.envs.manipulation.skills import CM, Skill, format_skill
 from omnigym.envs.manipulation.tabletop import move_action
@@ -61,6 +62,13 @@ class PushCubeExpertConfig(ExpertConfig):
     """``pushcube_expert``."""
 
     type: str = "pushcube_expert"
+
+
+@dataclass
+class PushCubeTwoStageExpertConfig(ExpertConfig):
+    """``pushcube_two_stage_expert``."""
+
+    type: str = "pushcube_two_stage_expert"
 
 
 @dataclass
@@ -199,6 +207,9 @@ class PushCubeExpert(ScriptedExpert):
     """How far ahead of the cube's back face the TCP is sent while pushing (m)."""
     skill_push: ClassVar[float] = 0.08
     """``push_step`` of a written ``push`` skill, which runs open loop (m)."""
+    clearance: ClassVar[float] = 0.01
+    """Margin (m) around the cube and the pads within which a low TCP lifts straight up before it
+    flies on (a flight from there would sweep the pads through the cube)."""
 
     def actions(self, state: np.ndarray) -> np.ndarray:
         """One action per row, fingers closed (the pads make a paddle)."""
@@ -241,7 +252,7 @@ class PushCubeExpert(ScriptedExpert):
             # push, steering back onto the line
             ahead = contact + u * min(self.skill_push if written else self.push_step, distance)
             return np.array([*ahead, self.push_height]), 0.6, True
-        near = np.all(np.abs(rel) < cube.CUBE_HALF + PAD_REACH + 0.01)
+        near = np.all(np.abs(rel) < cube.CUBE_HALF + PAD_REACH + self.clearance)
         if tcp[2] < SAFE_HEIGHT - 0.02 and near:
             return np.array([*(tcp[:2] - u * 0.01), SAFE_HEIGHT]), 1.0, False  # lift clear
         start = contact - u * self.standoff
@@ -249,6 +260,57 @@ class PushCubeExpert(ScriptedExpert):
             far_and_low = not written and np.linalg.norm(rel) > 0.12 and tcp[2] < self.push_height + 0.02
             return np.array([*start, tcp[2] if far_and_low else SAFE_HEIGHT]), 1.0, False
         return np.array([*start, self.push_height]), 1.0, False  # descend behind the cube
+
+
+class PushCubeTwoStageExpert(PushCubeExpert):
+    """PushCube's pushes: to the blue marker until the cube has been there, then to the red target.
+
+    The observation does not say whether the cube has been at the marker, so the expert remembers
+    it per row, from the observations it acted on (the env's rule: the cube's centre within
+    ``success_distance`` of the marker); ``reset(done_mask)`` forgets it for finished episodes.
+    """
+
+    name: ClassVar[str] = "pushcube_two_stage_expert"
+    config_class: ClassVar[type[PolicyConfig]] = PushCubeTwoStageExpertConfig
+    state_dim: ClassVar[int] = two_stage.TWO_STAGE_STATE_DIM
+    clearance: ClassVar[float] = 0.03
+    """Wider than PushCube's: at the marker the push turns, and the TCP is then still right behind
+    the cube for the old direction."""
+
+    def __init__(
+        self, config: ExpertConfig, observation_space: spaces.Dict, action_space: spaces.Space
+    ) -> None:
+        super().__init__(config, observation_space, action_space)
+        self._reached = np.zeros(0, dtype=bool)
+
+    def actions(self, state: np.ndarray) -> np.ndarray:
+        """PushCube's actions towards each row's current target."""
+        return super().actions(self._current_task(state))
+
+    def skills(self, state: np.ndarray) -> list[Skill]:
+        """PushCube's skills towards each row's current target."""
+        return super().skills(self._current_task(state))
+
+    def _current_task(self, state: np.ndarray) -> np.ndarray:
+        """PushCube states ``[B, 23]`` whose goal is each row's current target (marker or red target)."""
+        if len(self._reached) != len(state):
+            self._reached = np.zeros(len(state), dtype=bool)
+        offset = state[:, cube.CUBE_POS] - state[:, two_stage.WAYPOINT]
+        self._reached |= np.linalg.norm(offset, axis=1) < two_stage.REACHED_DISTANCE
+        out = state[:, : cube.STATE_DIM].copy()
+        out[~self._reached, tabletop.GOAL] = state[~self._reached, two_stage.WAYPOINT]
+        return out
+
+    def reset(self, done_mask: torch.Tensor | None = None) -> None:
+        """Forget whether the cube has been at the marker, for rows where ``done_mask`` (all: None)."""
+        if done_mask is None:
+            self._reached = np.zeros(0, dtype=bool)
+            return
+        done = np.asarray(done_mask.cpu(), dtype=bool).reshape(-1)
+        if done.shape == self._reached.shape:
+            self._reached[done] = False
+        else:
+            self._reached = np.zeros(0, dtype=bool)
 
 
 class PickPlaceExpert(ScriptedExpert):

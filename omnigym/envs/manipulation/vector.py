@@ -37,6 +37,7 @@ from omnigym.envs.manipulation.cube import PickPlaceEnv, PushCubeEnv
 from omnigym.envs.manipulation.pusht import PushTEnv
 from omnigym.envs.manipulation.reach import ReachEnv
 from omnigym.envs.manipulation.rendering import mujoco
+from omnigym.envs.manipulation.two_stage import PushCubeTwoStageEnv
 
 
 def default_num_threads(num_envs: int) -> int:
@@ -404,3 +405,12 @@ class PickPlaceVectorEnv(ManipulationVectorEnv):
     """Batched :class:`~omnigym.envs.manipulation.cube.PickPlaceEnv` (``omnigym/PickPlace*-v0``)."""
 
     env_class: ClassVar[type[ManipulationEnv]] = PickPlaceEnv
+
+
+class PushCubeTwoStageVectorEnv(ManipulationVectorEnv):
+    """Batched :class:`~omnigym.envs.manipulation.two_stage.PushCubeTwoStageEnv`.
+
+    ``omnigym/PushCubeTwoStage*-v0``.
+    """
+
+    env_class: ClassVar[type[ManipulationEnv]] = PushCubeTwoStageEnv

@@ -23,6 +23,7 @@ EXPERTS = [
     ("reach_expert", "omnigym/Reach-v0", 0.9),
     ("pushcube_expert", "omnigym/PushCube-v0", 0.9),
     ("pickplace_expert", "omnigym/PickPlace-v0", 0.9),
+    ("pushcube_two_stage_expert", "omnigym/PushCubeTwoStage-v0", 0.9),
 ]
 
 

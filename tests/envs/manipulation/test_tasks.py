@@ -19,8 +19,9 @@ from omnigym.envs.manipulation.cube import PickPlaceEnv, PushCubeEnv
 from omnigym.envs.manipulation.pusht import PushTEnv
 from omnigym.envs.manipulation.reach import ReachEnv
 from omnigym.envs.manipulation.rendering import mujoco
+from omnigym.envs.manipulation.two_stage import PushCubeTwoStageEnv
 
-TASKS = (PushTEnv, ReachEnv, PushCubeEnv, PickPlaceEnv)
+TASKS = (PushTEnv, ReachEnv, PushCubeEnv, PickPlaceEnv, PushCubeTwoStageEnv)
 TABLETOP = (ReachEnv, PushCubeEnv, PickPlaceEnv)
 T_AREA = 0.2 * 0.05 + 0.05 * 0.15
 
