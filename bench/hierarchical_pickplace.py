@@ -24,6 +24,7 @@ Usage: ``omnigym bench hierarchical_pickplace [--quick]`` (quick: 3 seeds, 30 de
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -36,26 +37,71 @@ from typing import Any
 import numpy as np
 import torch
 
-ENV_ID = "omnigym/PickPlace-v0"
-DATASET_ID = "omnigym/pickplace-expert-v0"
+TASK_NAME = "pickplace"
+"""The ``hierarchical`` task (``omnigym.policies.hierarchical.tasks``) the functions below run;
+``bench/hierarchical_two_stage.py`` points it at the two-stage push."""
 EVAL_SEED = 10_000
 """First test episode's seed (the demonstrations use seeds 0, 1, ...)."""
+LABELS = "noisy"
+"""The actions cloned by default: ``noisy`` (as executed) or ``expert`` (:func:`expert_labels`)."""
+CONTROLLER: dict[str, Any] = {}
+"""Overrides of ``hierarchical``'s default controller (``SMALL_FLOW``) for both controllers."""
 LEARNING_RATE = 1e-3
 """Peak AdamW rate (cosine decay): Diffusion Policy's 1e-4 needs far more steps than a CPU run."""
 
 
+def task() -> Any:
+    """The :class:`~omnigym.policies.hierarchical.tasks.SubgoalTask` of ``TASK_NAME``."""
+    from omnigym.policies.hierarchical.tasks import get_task
+
+    return get_task(TASK_NAME)
+
+
+def dataset_id() -> str:
+    """The demonstrations' Minari id, e.g. ``omnigym/pickplace-expert-v0``."""
+    return f"omnigym/{TASK_NAME.replace('_', '-')}-expert-v0"
+
+
+def expert_labels(steps: Any) -> np.ndarray:
+    """The noise-free expert's action at every demonstration step (DART's labels).
+
+    The demonstrations were acted with the expert's noise (diverse states, recoveries included);
+    labelled with what the noise-free expert would do in each of them, a clone learns the
+    corrections without the noise (Laskey et al., 2017). Episodes are replayed in order with the
+    expert's memory reset at each start, so an expert that remembers (the two-stage push's
+    marker) labels each step as it acted.
+    """
+    from omnigym.core.registry import POLICIES
+    from omnigym.platform.vec_env import make_env
+
+    cls = POLICIES.get(task().expert)
+    env = make_env(task().env_id)
+    expert = cls(cls.config_class(), env.observation_space, env.action_space)
+    env.close()
+    state = torch.as_tensor(np.asarray(steps.obs["state"], dtype=np.float32))
+    labels = np.empty_like(np.asarray(steps.actions, dtype=np.float32))
+    starts = np.flatnonzero(np.r_[True, steps.episode_index[1:] != steps.episode_index[:-1]])
+    for start, end in zip(starts, [*starts[1:], len(state)], strict=True):
+        expert.reset()
+        for i in range(start, end):
+            labels[i] = expert.act({"state": state[i : i + 1]}, deterministic=True).action[0].numpy()
+    return labels
+
+
 def demonstrations(episodes: int) -> Any:
-    """``pickplace_expert``'s stochastic episodes (seeds 0..episodes-1), collected to ``DATASET_ID``."""
+    """The task expert's stochastic episodes (seeds 0..episodes-1), collected to :func:`dataset_id`."""
     from omnigym.core.registry import POLICIES
     from omnigym.platform.datasets import collect_dataset, load_dataset_steps
     from omnigym.platform.vec_env import make_env
 
-    cls = POLICIES.get("pickplace_expert")
-    env = make_env(ENV_ID)
+    cls = POLICIES.get(task().expert)
+    env = make_env(task().env_id)
     expert = cls(cls.config_class(), env.observation_space, env.action_space)
     env.close()
-    summary = collect_dataset(expert, ENV_ID, DATASET_ID, episodes=episodes, seed=0, deterministic=False)
-    return summary, load_dataset_steps(DATASET_ID)
+    summary = collect_dataset(
+        expert, task().env_id, dataset_id(), episodes=episodes, seed=0, deterministic=False
+    )
+    return summary, load_dataset_steps(dataset_id())
 
 
 def train_controller(
@@ -76,8 +122,9 @@ def train_controller(
         bc_steps: optimiser steps.
         out: where to save the controller.
         embedding_dim: width of the sub-goal embedding.
-        relabel: the switching points the demonstrations are relabelled at: ``planner`` (the
-            scripted planner's) or ``expert`` (the expert's own, narrower).
+        relabel: PickPlace's switching points the demonstrations are relabelled at: ``planner``
+            (the scripted planner's) or ``expert`` (the expert's own, narrower); other tasks have
+            one rule.
     """
     from gymnasium import spaces
 
@@ -86,31 +133,26 @@ def train_controller(
     from omnigym.platform.trainers.imitation import ImitationConfig, train_imitation
     from omnigym.platform.vec_env import make_env
     from omnigym.policies.chunking.data import DemoWindows
-    from omnigym.policies.hierarchical.planners import PICKPLACE_INSTRUCTION
     from omnigym.policies.hierarchical.policy import SMALL_FLOW, SUBGOAL_KEY, controller_space
-    from omnigym.policies.hierarchical.subgoals import (
-        EXPERT_TOLERANCES,
-        PICKPLACE_SUBGOALS,
-        PLANNER_TOLERANCES,
-        embed_text,
-        relabel_episodes,
-    )
+    from omnigym.policies.hierarchical.subgoals import PLANNER_TOLERANCES, embed_text, relabel_episodes
 
     state = np.asarray(steps.obs["state"], dtype=np.float32)
     if condition == "subgoal":
-        tolerances = EXPERT_TOLERANCES if relabel == "expert" else PLANNER_TOLERANCES
-        labels = relabel_episodes(state, steps.episode_index, tolerances=tolerances)
-        texts = [PICKPLACE_SUBGOALS[i] for i in labels]
+        if TASK_NAME == "pickplace" and relabel == "planner":
+            labels = relabel_episodes(state, steps.episode_index, tolerances=PLANNER_TOLERANCES)
+        else:
+            labels = task().relabel(state, steps.episode_index)
+        texts = [task().subgoals[i] for i in labels]
     elif condition == "instruction":
-        texts = [PICKPLACE_INSTRUCTION] * len(state)
+        texts = [task().instruction] * len(state)
     else:
         raise ValueError(f"condition must be 'subgoal' or 'instruction', got {condition!r}")
-    env = make_env(ENV_ID)
+    env = make_env(task().env_id)
     assert isinstance(env.observation_space, spaces.Dict)
     obs_space = controller_space(env.observation_space, embedding_dim)
     cls = POLICIES.get("flow")
     config = build_dataclass(
-        cls.config_class, {**SMALL_FLOW, "obs_keys": ["state", SUBGOAL_KEY]}, path="policy"
+        cls.config_class, {**SMALL_FLOW, **CONTROLLER, "obs_keys": ["state", SUBGOAL_KEY]}, path="policy"
     )
     torch.manual_seed(seed)
     controller = cls(config, obs_space, env.action_space)
@@ -133,9 +175,13 @@ def agent(planner: str, controller: Path, every_k: int) -> Any:
     from omnigym.platform.vec_env import make_env
     from omnigym.policies.hierarchical.policy import HierarchicalPolicyConfig
 
-    env = make_env(ENV_ID)
-    config = HierarchicalPolicyConfig(planner=planner, controller_path=str(controller), every_k_steps=every_k)
-    policy = build_policy("hierarchical", config, env.observation_space, env.action_space, env_id=ENV_ID)
+    env = make_env(task().env_id)
+    config = HierarchicalPolicyConfig(
+        task=TASK_NAME, planner=planner, controller_path=str(controller), every_k_steps=every_k
+    )
+    policy = build_policy(
+        "hierarchical", config, env.observation_space, env.action_space, env_id=task().env_id
+    )
     env.close()
     return policy
 
@@ -144,7 +190,9 @@ def success(policy: Any, episodes: int) -> float:
     """Success rate of deterministic episodes seeded from ``EVAL_SEED``."""
     from omnigym.platform.evaluate import evaluate_policy
 
-    result = evaluate_policy(policy, ENV_ID, episodes=episodes, seed=EVAL_SEED, num_envs=min(episodes, 10))
+    result = evaluate_policy(
+        policy, task().env_id, episodes=episodes, seed=EVAL_SEED, num_envs=min(episodes, 10)
+    )
     return float(result.summary()["success_rate"])
 
 
@@ -185,10 +233,10 @@ def run_seed(
     return row
 
 
-def main() -> None:
+def main(bench: str = "hierarchical_pickplace", description: str | None = __doc__) -> None:
     """Demonstrate, relabel, train both controllers per seed, evaluate; the last line is JSON."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
         "--quick", action="store_true", help="3 seeds, 30 demos, 1600 BC steps, 30 test episodes"
@@ -202,6 +250,12 @@ def main() -> None:
     parser.add_argument("--every-k", type=int, default=1, help="env steps between planner calls (K)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (per training process)")
     parser.add_argument("--jobs", type=int, default=2, help="controllers trained at once, one process each")
+    parser.add_argument(
+        "--labels",
+        choices=("noisy", "expert"),
+        default=LABELS,
+        help="clone the executed (noisy) actions or the noise-free expert's in the same states (DART)",
+    )
     parser.add_argument(
         "--relabel", choices=("planner", "expert"), default="expert",
         help="relabel the demonstrations at the planner's (wider) or the expert's switching points",
@@ -220,6 +274,8 @@ def main() -> None:
         print(
             f"demonstrations: {demos} episodes, {summary.steps} steps, expert success {summary.success_rate}"
         )
+        if args.labels == "expert":
+            steps = dataclasses.replace(steps, actions=expert_labels(steps))
         for seed in range(seeds):
             rows.append(
                 run_seed(
@@ -236,11 +292,12 @@ def main() -> None:
         f"{gain:+.3f} +- {gain_se:.3f} (SE over {seeds} seeds), ratio {ratio:.2f}"
     )
     print(json.dumps({
-        "bench": "hierarchical_pickplace", "ratio": ratio,
+        "bench": bench, "task": TASK_NAME, "ratio": ratio,
         "planner_success_mean": round(planned_mean, 4), "instruction_success_mean": round(flat_mean, 4),
         "gain_mean": round(gain, 4), "gain_se": round(gain_se, 4), "seeds": rows,
         "demo_episodes": demos, "demo_steps": summary.steps, "bc_steps": bc_steps,
         "test_episodes": test_episodes, "every_k_steps": args.every_k, "relabel": args.relabel,
+        "labels": args.labels, "controller_overrides": CONTROLLER,
         "quick": args.quick,
         "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip

@@ -15,6 +15,7 @@ def test_every_benchmark_is_listed():
         "grpo_driving", "vlm_rollout", "vlm_sft_grpo", "driving_diffusion", "pusht_bc", "offline_vs_d3rlpy",
         "offline_to_online", "sac_vs_sb3", "traffic_reactivity", "dream_vs_real", "async_vs_sync",
         "pixel_world_model", "vlm_driving", "vla_pushcube", "hierarchical_pickplace",
+        "hierarchical_two_stage",
     }  # fmt: skip
     assert expected <= set(list_benchmarks())
     assert all((BENCH_DIR / f"{name}.py").is_file() for name in list_benchmarks())

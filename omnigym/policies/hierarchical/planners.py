@@ -3,8 +3,10 @@
 A planner is a :class:`~omnigym.core.policy.Policy` with a ``Text`` action space. Two are built in
 (:data:`BUILTIN_PLANNERS`), reading the env's observation directly:
 
-* ``scripted``: PickPlace's sub-goal from the ``state`` by the rule the expert's stages follow, at
-  wider switching points (:func:`~omnigym.policies.hierarchical.subgoals.pickplace_subgoals`);
+* ``scripted``: the task's sub-goal from the ``state`` by the rule the expert's stages follow
+  (:data:`~omnigym.policies.hierarchical.tasks.SUBGOAL_TASKS`: PickPlace's stage at wider
+  switching points, :func:`~omnigym.policies.hierarchical.subgoals.pickplace_subgoals`; the
+  two-stage push's from whether the cube has been at the marker, remembered per row);
 * ``instruction``: always the task instruction, so the controller is conditioned on the
   instruction alone (the flat baseline of the same controller).
 
@@ -27,9 +29,9 @@ from gymnasium import spaces
 from omnigym.core.policy import Policy, PolicyConfig
 from omnigym.core.text_actions import ACTION_TEXT_MAX_LENGTH
 from omnigym.core.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, Obs, PolicyStep
-from omnigym.policies.hierarchical.subgoals import CUBE_STATE_DIM, PICKPLACE_SUBGOALS, pickplace_subgoals
+from omnigym.policies.hierarchical.tasks import SUBGOAL_TASKS, get_task
 
-PICKPLACE_INSTRUCTION = "Pick up the cube and bring it to the red target."
+PICKPLACE_INSTRUCTION = SUBGOAL_TASKS["pickplace"].instruction
 """``omnigym/PickPlace-v0``'s ``text`` observation: the instruction-only planner's default."""
 PROMPT_SPACE = spaces.Text(max_length=1024, min_length=1, charset=string.printable)
 """The ``text`` observation space of a text planner's prompt."""
@@ -41,10 +43,18 @@ SUBGOAL_SPACE = spaces.Text(max_length=ACTION_TEXT_MAX_LENGTH, min_length=0, cha
 class PlannerConfig(PolicyConfig):
     """A built-in planner's settings."""
 
-    subgoals: tuple[str, ...] = PICKPLACE_SUBGOALS
-    """The sub-goals the scripted rule's indices name, in order."""
-    instruction: str = PICKPLACE_INSTRUCTION
-    """The instruction planner's text (also a text planner's task in its prompt)."""
+    task: str = "pickplace"
+    """The task whose stage rule the scripted planner applies (a ``SUBGOAL_TASKS`` name)."""
+    subgoals: tuple[str, ...] = ()
+    """The sub-goals the scripted rule's indices name, in order (empty: the task's)."""
+    instruction: str = ""
+    """The instruction planner's text (empty: the task's)."""
+
+    def __post_init__(self) -> None:
+        """Fill the task's sub-goals and instruction where none are given."""
+        task = get_task(self.task)
+        self.subgoals = tuple(self.subgoals) or task.subgoals
+        self.instruction = self.instruction or task.instruction
 
 
 def _texts_step(texts: list[str]) -> PolicyStep:
@@ -55,8 +65,12 @@ def _texts_step(texts: list[str]) -> PolicyStep:
     )
 
 
-class ScriptedPickPlacePlanner(Policy):
-    """PickPlace's sub-goal of each state, by the rule of the expert's stages (see the module doc)."""
+class ScriptedPlanner(Policy):
+    """The task's sub-goal of each row, by the rule of the expert's stages (see the module doc).
+
+    Called with the whole batch at every step (``hierarchical`` does), so a task whose stage
+    needs memory (the two-stage push) sees every observation of each row.
+    """
 
     name: ClassVar[str] = "scripted"
     config_class: ClassVar[type[PolicyConfig]] = PlannerConfig
@@ -67,22 +81,41 @@ class ScriptedPickPlacePlanner(Policy):
         self, config: PlannerConfig, observation_space: spaces.Dict, action_space: spaces.Space
     ) -> None:
         super().__init__(config, observation_space, action_space)
+        self.task = get_task(config.task)
         state = observation_space.spaces.get(OBS_STATE)
-        if state is None or tuple(state.shape or ()) != (CUBE_STATE_DIM,):
+        if state is None or tuple(state.shape or ()) != (self.task.state_dim,):
             raise ValueError(
-                f"the scripted planner reads the cube tasks' {CUBE_STATE_DIM}-value 'state' observation "
-                f"(omnigym/PickPlace-v0); this env observes {observation_space}"
+                f"the scripted planner of task {self.task.name!r} reads {self.task.env_id}'s "
+                f"{self.task.state_dim}-value 'state' observation; this env observes {observation_space} "
+                "(set policy.task to the env's task)"
             )
-        if len(config.subgoals) != len(PICKPLACE_SUBGOALS):
+        if len(config.subgoals) != len(self.task.subgoals):
             raise ValueError(
-                f"the scripted planner names {len(PICKPLACE_SUBGOALS)} PickPlace stages, got "
+                f"the scripted planner names {len(self.task.subgoals)} stages of {self.task.name}, got "
                 f"{len(config.subgoals)} sub-goals"
             )
+        self._memory = np.zeros(0, dtype=bool)
 
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
         """The sub-goal of each row's state (deterministic either way)."""
-        index = pickplace_subgoals(np.asarray(torch.as_tensor(obs[OBS_STATE]).cpu(), dtype=np.float64))
+        state = np.asarray(torch.as_tensor(obs[OBS_STATE]).cpu(), dtype=np.float64).reshape(
+            -1, self.task.state_dim
+        )
+        if len(self._memory) != len(state):
+            self._memory = np.zeros(len(state), dtype=bool)
+        index = self.task.stage(state, self._memory)
         return _texts_step([self.config.subgoals[i] for i in index.reshape(-1)])
+
+    def reset(self, done_mask: torch.Tensor | None = None) -> None:
+        """Forget the rows' stage memory where ``done_mask`` (all: None)."""
+        if done_mask is None:
+            self._memory = np.zeros(0, dtype=bool)
+            return
+        done = np.asarray(torch.as_tensor(done_mask).cpu(), dtype=bool).reshape(-1)
+        if done.shape == self._memory.shape:
+            self._memory[done] = False
+        else:
+            self._memory = np.zeros(0, dtype=bool)
 
 
 class InstructionPlanner(Policy):
@@ -99,7 +132,7 @@ class InstructionPlanner(Policy):
 
 
 BUILTIN_PLANNERS: dict[str, type[Policy]] = {
-    "scripted": ScriptedPickPlacePlanner,
+    "scripted": ScriptedPlanner,
     "instruction": InstructionPlanner,
 }
 """Planners that read the env's observation; any other name is a registered text policy."""
@@ -129,7 +162,8 @@ def build_planner(
         path: a saved text policy to load instead (``save_pretrained`` folder); empty: none.
         config: the planner's config fields.
         observation_space: the env's observation space.
-        defaults: ``subgoals`` and ``instruction`` for a built-in planner whose config omits them.
+        defaults: ``task``, ``subgoals`` and ``instruction`` for a built-in planner whose config
+            omits them.
 
     Raises:
         ValueError: an unknown kind, or a policy that does not act in text.

@@ -33,16 +33,17 @@ from torch import Tensor
 from omnigym.core.policy import Policy, PolicyConfig
 from omnigym.core.text_actions import ActionParseError
 from omnigym.core.types import OBS_IMAGE, OBS_STATE, OBS_TEXT, Obs, PolicyStep
-from omnigym.policies.hierarchical.planners import PICKPLACE_INSTRUCTION, batch_size, build_planner
+from omnigym.policies.hierarchical.planners import batch_size, build_planner
 from omnigym.policies.hierarchical.subgoals import (
     CUBE_STATE_DIM,
     EMBEDDING_DIM,
-    PICKPLACE_SUBGOALS,
+    TWO_STAGE_STATE_DIM,
     SubgoalVocabulary,
     describe_cube_state,
     embed_text,
     planner_prompt,
 )
+from omnigym.policies.hierarchical.tasks import get_task
 
 SUBGOAL_KEY = "subgoal"
 """The controller's observation key of the sub-goal embedding ``[B, embedding_dim]``."""
@@ -59,8 +60,11 @@ class HierarchicalPolicyConfig(PolicyConfig):
     """A planner, a sub-goal-conditioned controller and how often the planner speaks."""
 
     type: str = "hierarchical"
+    task: str = "pickplace"
+    """The task (``tasks.SUBGOAL_TASKS``: ``pickplace``, ``pushcube_two_stage``): the scripted
+    planner's stage rule and the default ``subgoals`` and ``instruction``."""
     planner: str = "instruction"
-    """``scripted`` (PickPlace's stage rule), ``instruction`` (the task only) or a registered text
+    """``scripted`` (the task's stage rule), ``instruction`` (the task only) or a registered text
     policy (``vlm``) reading the planner prompt."""
     planner_path: str = ""
     """A saved text planner (``save_pretrained`` folder, e.g. a GRPO-trained VLM); replaces
@@ -76,18 +80,21 @@ class HierarchicalPolicyConfig(PolicyConfig):
     """Config fields of the controller built when ``controller_path`` is empty."""
     every_k_steps: int = 5
     """Env steps between two planner calls for a row (K)."""
-    subgoals: tuple[str, ...] = PICKPLACE_SUBGOALS
-    """The sub-goal vocabulary a text planner chooses from."""
-    instruction: str = PICKPLACE_INSTRUCTION
-    """The task instruction (the ``instruction`` planner's text and a text planner's task)."""
+    subgoals: tuple[str, ...] = ()
+    """The sub-goal vocabulary a text planner chooses from (empty: the task's)."""
+    instruction: str = ""
+    """The task instruction (the ``instruction`` planner's text and a text planner's task; empty:
+    the task's)."""
     embedding_dim: int = EMBEDDING_DIM
     """Width of the sub-goal embedding the controller reads."""
     reset_on_switch: bool = False
     """Drop a row's queued controller actions and history when its sub-goal changes."""
 
     def __post_init__(self) -> None:
-        """Reject values that cannot work."""
-        self.subgoals = tuple(self.subgoals)
+        """Fill the task's defaults; reject values that cannot work."""
+        task = get_task(self.task)
+        self.subgoals = tuple(self.subgoals) or task.subgoals
+        self.instruction = self.instruction or task.instruction
         if self.every_k_steps < 1:
             raise ValueError(f"policy.every_k_steps must be >= 1, got {self.every_k_steps}")
         SubgoalVocabulary(self.subgoals).check_embeddings(self.embedding_dim)
@@ -113,7 +120,7 @@ class HierarchicalPolicy(Policy):
         self.controller = self._build_controller(config, observation_space, action_space)
         planner, self.text_planner = build_planner(
             config.planner, config.planner_path, config.planner_config, observation_space,
-            {"subgoals": config.subgoals, "instruction": config.instruction},
+            {"task": config.task, "subgoals": config.subgoals, "instruction": config.instruction},
         )  # fmt: skip
         object.__setattr__(self, "planner", planner)  # not a submodule: its weights are not saved here
         self.planner: Policy
@@ -176,7 +183,7 @@ class HierarchicalPolicy(Policy):
         if len(self._texts) != batch:
             self._start(batch)
         due = np.flatnonzero(self._count % self.config.every_k_steps == 0)
-        if len(due):
+        if len(due) or not self.text_planner:
             self._plan(obs, due, deterministic)
         action = self.control(obs, self._texts, deterministic=deterministic)
         self._count += 1
@@ -200,12 +207,16 @@ class HierarchicalPolicy(Policy):
         return list(self._texts)
 
     def _plan(self, obs: Obs, rows: np.ndarray, deterministic: bool) -> None:
-        """New sub-goals for ``rows`` from the planner (a text planner's bad reply keeps the old one)."""
+        """New sub-goals for ``rows`` from the planner (a text planner's bad reply keeps the old one).
+
+        A built-in planner reads the whole batch (cheap, and a planner with memory sees every
+        step of every row); only ``rows`` take its answer.
+        """
         if self.text_planner:
-            planner_obs = self._prompts(obs, rows)
+            replies = list(self.planner.act(self._prompts(obs, rows), deterministic=deterministic).action)
         else:
-            planner_obs = {k: _rows(v, rows) for k, v in obs.items()}
-        replies = list(self.planner.act(planner_obs, deterministic=deterministic).action)
+            every = list(self.planner.act(obs, deterministic=deterministic).action)
+            replies = [every[row] for row in rows.tolist()]
         changed = np.zeros(len(self._texts), dtype=bool)
         for row, reply in zip(rows.tolist(), replies, strict=True):
             text = str(reply)
@@ -228,7 +239,9 @@ class HierarchicalPolicy(Policy):
         for row in rows.tolist():
             state = None if states is None else np.asarray(torch.as_tensor(states[row]).cpu(), np.float64)
             scene = (
-                describe_cube_state(state) if state is not None and state.shape == (CUBE_STATE_DIM,) else ""
+                describe_cube_state(state)
+                if state is not None and state.shape in ((CUBE_STATE_DIM,), (TWO_STAGE_STATE_DIM,))
+                else ""
             )
             instruction = str(texts[row]) if texts is not None else self.config.instruction
             prompts.append(planner_prompt(instruction, self.vocabulary, self._texts[row], scene))

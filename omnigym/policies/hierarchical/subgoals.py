@@ -10,10 +10,16 @@ precise than the expert, can reach. The controller sees a sub-goal
 through :func:`embed_text`, a fixed hashed bag of words (no weights), so any text (a vocabulary
 entry, a task instruction, a VLM's reply) has an embedding of the same width.
 
+The two-stage push (``omnigym/PushCubeTwoStage-v0``: the blue marker, then the red target) has
+two sub-goals, and its stage is not in the state: it is whether the cube has been within 4 cm of
+the marker, which :func:`two_stage_subgoals` keeps per row and :func:`relabel_two_stage` reads
+from each episode's past.
+
 The cube tasks' ``state`` layout (the observation convention of ``omnigym/PushCube-v0`` and
 ``omnigym/PickPlace-v0``; policies read observations, not env modules): TCP position (0:3), TCP
 velocity (3:6), finger-pad gap (6), goal (7:10), cube position (10:13), cube orientation (13:17),
-cube velocity (17:20), cube angular velocity (20:23); metres.
+cube velocity (17:20), cube angular velocity (20:23); metres. ``omnigym/PushCubeTwoStage-v0``
+appends the marker's position (23:26).
 """
 
 from __future__ import annotations
@@ -39,6 +45,15 @@ PICKPLACE_SUBGOALS = (
 )
 """PickPlace's sub-goals, in the order an episode goes through them."""
 MOVE_ABOVE, LOWER, GRASP, CARRY = range(4)
+
+TWO_STAGE_STATE_DIM = CUBE_STATE_DIM + 3
+WAYPOINT = slice(CUBE_STATE_DIM, TWO_STAGE_STATE_DIM)
+"""The two-stage push's marker position in its ``state``."""
+TWO_STAGE_SUBGOALS = ("push the cube to the blue marker", "push the cube to the red target")
+"""The two-stage push's sub-goals, in order."""
+MARKER_REACHED = 0.04
+"""Cube-marker distance (m) at which the two-stage push counts the marker as reached (the env's
+default ``success_distance``)."""
 
 HOLDING_GAP = 2 * 0.02 + 0.006
 """Pad gap (m) below which closed pads hold the 4 cm cube (its edge plus 6 mm)."""
@@ -128,6 +143,50 @@ def relabel_episodes(
     return out
 
 
+def two_stage_subgoals(state: np.ndarray, reached: np.ndarray) -> np.ndarray:
+    """The two-stage push's sub-goal index of each row, updating ``reached`` in place.
+
+    Args:
+        state: two-stage states. Shape: [B, 26].
+        reached: per row, whether the cube has been at the marker this episode (memory the
+            caller keeps between steps and clears at episode starts). Shape: [B], bool.
+
+    Returns:
+        0 (to the marker) until the cube has been within ``MARKER_REACHED`` of it, then 1. Shape: [B].
+    """
+    state = np.asarray(state, dtype=np.float64)
+    if state.ndim != 2 or state.shape[-1] != TWO_STAGE_STATE_DIM:
+        raise ValueError(
+            f"two-stage sub-goals read the two-stage push's {TWO_STAGE_STATE_DIM}-value state, "
+            f"got {state.shape}"
+        )
+    reached |= np.linalg.norm(state[:, CUBE] - state[:, WAYPOINT], axis=1) < MARKER_REACHED
+    return reached.astype(np.int64)
+
+
+def relabel_two_stage(state: np.ndarray, episode_index: np.ndarray) -> np.ndarray:
+    """Sub-goal labels of flattened two-stage demonstration steps: 1 from the first step at the marker.
+
+    A step's label is the stage the expert acted in: whether the cube had been within
+    ``MARKER_REACHED`` of the marker at that step or any earlier one of its episode.
+
+    Shapes: state [N, 26]; episode_index [N]; returns [N].
+    """
+    state = np.asarray(state, dtype=np.float64)
+    episode_index = np.asarray(episode_index)
+    if len(state) != len(episode_index):
+        raise ValueError(f"{len(state)} states but {len(episode_index)} episode indices")
+    at_marker = np.linalg.norm(state[:, CUBE] - state[:, WAYPOINT], axis=1) < MARKER_REACHED
+    labels = np.zeros(len(state), dtype=np.int64)
+    reached, previous = False, None
+    for i, (episode, here) in enumerate(zip(episode_index.tolist(), at_marker.tolist(), strict=True)):
+        if episode != previous:
+            reached, previous = False, episode
+        reached = reached or here
+        labels[i] = reached
+    return labels
+
+
 def embed_text(texts: str | Sequence[str], dim: int = EMBEDDING_DIM) -> np.ndarray:
     """A fixed embedding of texts: a signed hashed bag of their words, L2-normalised.
 
@@ -199,10 +258,13 @@ class SubgoalVocabulary:
 
 
 def describe_cube_state(state: np.ndarray) -> str:
-    """A cube-task state in words (cm), for a text planner's prompt. Shape: state [23]."""
+    """A cube-task state in words (cm), for a text planner's prompt. Shape: state [23] or [26]."""
     cm = np.round(np.asarray(state, dtype=np.float64) * 100).astype(int)
     gripper, cube, goal = (tuple(int(v) for v in cm[part]) for part in (TCP, CUBE, GOAL))
-    return f"gripper at {gripper} cm, opening {int(cm[GAP])} cm; cube at {cube} cm; target at {goal} cm"
+    text = f"gripper at {gripper} cm, opening {int(cm[GAP])} cm; cube at {cube} cm; target at {goal} cm"
+    if len(cm) == TWO_STAGE_STATE_DIM:
+        text += f"; blue marker at {tuple(int(v) for v in cm[WAYPOINT])} cm"
+    return text
 
 
 def planner_prompt(instruction: str, vocabulary: SubgoalVocabulary, current: str, scene: str = "") -> str:

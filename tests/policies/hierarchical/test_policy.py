@@ -15,9 +15,9 @@ from omnigym.core.types import Obs, PolicyStep
 from omnigym.platform.policy_fit import build_policy
 from omnigym.policies.hierarchical.planners import SUBGOAL_SPACE
 from omnigym.policies.hierarchical.policy import SUBGOAL_KEY, HierarchicalPolicy, HierarchicalPolicyConfig
-from omnigym.policies.hierarchical.subgoals import PICKPLACE_SUBGOALS, embed_text
+from omnigym.policies.hierarchical.subgoals import PICKPLACE_SUBGOALS, TWO_STAGE_SUBGOALS, embed_text
 
-from .test_subgoals import cube_state
+from .test_subgoals import cube_state, two_stage_state
 
 STATE_SPACE = spaces.Dict({"state": spaces.Box(-np.inf, np.inf, (23,), np.float32)})
 ACTION_SPACE = spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -155,3 +155,28 @@ def test_bad_configs_fail_with_one_clear_error(tmp_path: Path) -> None:
     pixels = spaces.Dict({"image": spaces.Box(0, 255, (32, 32, 3), np.uint8)})
     with pytest.raises(ValueError, match=r"reads \['state'\], which the env does not observe"):
         HierarchicalPolicy(HierarchicalPolicyConfig(controller_path=str(flow_dir)), pixels, ACTION_SPACE)
+
+
+def test_two_stage_planner_remembers_the_marker_per_row_between_its_calls() -> None:
+    space = spaces.Dict({"state": spaces.Box(-np.inf, np.inf, (26,), np.float32)})
+    torch.manual_seed(0)
+    config = HierarchicalPolicyConfig(task="pushcube_two_stage", planner="scripted", every_k_steps=3)
+    policy = build_policy("hierarchical", config, space, ACTION_SPACE)
+    assert isinstance(policy, HierarchicalPolicy)
+    assert policy.config.subgoals == TWO_STAGE_SUBGOALS and "blue marker, then" in policy.config.instruction
+    start, at_marker = two_stage_state((0.0, 0.0)), two_stage_state((0.09, 0.0))
+    # row 0 passes the marker at step 1, between two planner calls; row 1 never does
+    got = [
+        policy.act(batch(s, start), deterministic=True) and policy.subgoals
+        for s in (start, at_marker, start, start)
+    ]
+    marker, target = TWO_STAGE_SUBGOALS
+    assert [g[0] for g in got] == [marker, marker, marker, target]  # heard at step 3, remembered
+    assert [g[1] for g in got] == [marker] * 4
+    policy.reset(torch.tensor([True, False]))  # row 0's new episode: back to the marker
+    policy.act(batch(start, start), deterministic=True)
+    assert policy.subgoals == [marker, marker]
+    with pytest.raises(ValueError, match=r"policy\.task 'stack' is not one of"):
+        HierarchicalPolicyConfig(task="stack")
+    with pytest.raises(ValueError, match="26-value 'state'"):
+        HierarchicalPolicy(config, STATE_SPACE, ACTION_SPACE)

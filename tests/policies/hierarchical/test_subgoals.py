@@ -1,4 +1,4 @@
-"""Sub-goals: PickPlace's relabelling rule on crafted states, the text embedding, reply parsing."""
+"""Sub-goals: PickPlace's and the two-stage push's rules on crafted states, the embedding, parsing."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ from omnigym.policies.hierarchical.subgoals import (
     MOVE_ABOVE,
     PICKPLACE_SUBGOALS,
     PLANNER_TOLERANCES,
+    TWO_STAGE_STATE_DIM,
+    WAYPOINT,
     SubgoalVocabulary,
     describe_cube_state,
     embed_text,
     pickplace_subgoals,
     planner_prompt,
     relabel_episodes,
+    relabel_two_stage,
+    two_stage_subgoals,
 )
 
 CUBE = np.array([0.05, -0.03, 0.02])
@@ -119,3 +123,36 @@ def test_prompt_lists_the_choices_and_the_scene_in_centimetres() -> None:
     prompt = planner_prompt("Pick it up.", vocabulary, "grasp the cube", scene)
     assert prompt.splitlines()[1] == "sub-goals: " + " | ".join(PICKPLACE_SUBGOALS)
     assert "current sub-goal: grasp the cube" in prompt and "scene: gripper" in prompt
+
+
+def two_stage_state(cube_xy: tuple[float, float], marker: tuple[float, float] = (0.1, 0.0)) -> np.ndarray:
+    """A 26-value two-stage state: the cube at ``cube_xy``, the marker at ``marker`` (m)."""
+    state = np.zeros(TWO_STAGE_STATE_DIM, dtype=np.float32)
+    state[:23] = cube_state((0.0, 0.0, 0.15), 0.0, np.array([*cube_xy, 0.02]))
+    state[7:10] = (-0.1, 0.0, 0.02)  # the red target
+    state[WAYPOINT] = (*marker, 0.02)
+    return state
+
+
+def test_two_stage_rule_remembers_the_marker_per_row() -> None:
+    start, near, at_marker = (
+        two_stage_state((0.0, 0.0)),
+        two_stage_state((0.059, 0.0)),
+        two_stage_state((0.07, 0.0)),
+    )
+    reached = np.zeros(2, dtype=bool)
+    assert two_stage_subgoals(np.stack([start, near]), reached).tolist() == [0, 0]  # 4.1 cm: not yet
+    assert two_stage_subgoals(np.stack([start, at_marker]), reached).tolist() == [0, 1]  # 3 cm: reached
+    # row 1 back at the start: the same state as row 0's, a different sub-goal
+    assert two_stage_subgoals(np.stack([start, start]), reached).tolist() == [0, 1]
+    with pytest.raises(ValueError, match="26-value"):
+        two_stage_subgoals(np.zeros((1, 23)), np.zeros(1, dtype=bool))
+
+
+def test_two_stage_relabelling_switches_at_the_first_step_at_the_marker_of_each_episode() -> None:
+    start, at_marker = two_stage_state((0.0, 0.0)), two_stage_state((0.08, 0.0))
+    states = np.stack([start, at_marker, start, start, at_marker, start])
+    episodes = np.array([0, 0, 0, 1, 1, 1])
+    assert relabel_two_stage(states, episodes).tolist() == [0, 1, 1, 0, 1, 1]
+    with pytest.raises(ValueError, match="episode indices"):
+        relabel_two_stage(states, episodes[:3])
