@@ -185,6 +185,13 @@ class Policy(nn.Module):
         """Width of :meth:`features`."""
         raise NotImplementedError(f"{type(self).__name__} exposes no features")
 
+    def start_fine_tuning(self, source: Policy) -> None:
+        """Prepare weights just loaded from ``source`` for RL fine-tuning (``init_from``, once).
+
+        Nothing by default; the action-chunk policies take the weights ``source`` acted with and
+        freeze the chain's deterministic first steps (``ChunkPolicy.start_fine_tuning``).
+        """
+
     def reset(self, done_mask: Tensor | None = None) -> None:
         """Clear per-episode memory (action-chunk queues, recurrent state) where ``done_mask``."""
 

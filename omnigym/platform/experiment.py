@@ -167,7 +167,8 @@ class ExperimentConfig:
     offline data mixed into online batches (``algo.offline_data_ratio``)."""
     init_from: str | None = None
     """A run directory (or checkpoint) to start from: its policy weights, and the algorithm's
-    networks where names and shapes match (offline-to-online fine-tuning)."""
+    networks where names and shapes match (offline-to-online fine-tuning). On-policy runs also
+    take a saved policy folder (``omnigym bc --out``): RL fine-tuning of a clone."""
     run_dir: str | None = None
     """Where to write the run (default: runs/<name>-<timestamp>)."""
     env: EnvConfig = field(default_factory=EnvConfig)

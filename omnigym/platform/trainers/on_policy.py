@@ -41,6 +41,7 @@ from omnigym.platform.runtime import setup_runtime
 from omnigym.platform.runtime.async_runtime import AsyncRuntime, check_async_support, probe_env_config
 from omnigym.platform.runtime.ray_runtime import RayRuntime
 from omnigym.platform.seeding import capture_rng_state, restore_rng_state, seed_everything
+from omnigym.platform.trainers.warm_start import load_pretrained_policy
 from omnigym.platform.vec_env import make_vec_env
 
 __all__ = ["CONFIG_FILE", "RESULTS_FILE", "OnPolicyTrainer", "TrainResult", "load_run_config", "new_run_dir"]
@@ -168,6 +169,9 @@ class OnPolicyTrainer:
             config.policy.type, config.policy, obs_space, act_space,
             env_id=config.env.id, env_kwargs=config.env.kwargs,
         ).to(self.device)  # fmt: skip
+        if config.init_from and not resume:  # before the algorithm copies the policy (a KL reference)
+            folder = load_pretrained_policy(self.policy, config.init_from, self.device)
+            print(f"[omnigym] init_from: policy weights from {folder}", flush=True)
         self.algorithm: Algorithm = ALGORITHMS.get(config.algo.type)(
             config.algo, self.policy, obs_space, act_space, self.device
         )

@@ -32,6 +32,7 @@ import torch
 from gymnasium import spaces
 from torch import Tensor
 
+from omnigym.core.policy import Policy
 from omnigym.core.types import Evaluation, Obs, PolicyStep
 from omnigym.policies.chunking.base import ChunkDenoiser, ChunkPolicyBase
 from omnigym.policies.chunking.config import ChunkPolicyConfig
@@ -109,6 +110,22 @@ class ChunkPolicy(ChunkPolicyBase):
         if getattr(cfg, "logprob_reduce", "mean") == "sum":
             return logprob.sum(dim=(1, 2)), entropy.sum(dim=(1, 2))
         return logprob.mean(dim=(1, 2)), entropy.mean(dim=(1, 2))
+
+    def start_fine_tuning(self, source: Policy) -> None:
+        """Train the weights ``source`` acted with; freeze the chain's first steps if only the last are parts.
+
+        ``source`` acted with its EMA copy after behaviour cloning and with its trained weights
+        after RL (:attr:`acting_model`); a source with a frozen chain prefix passes it on.
+        What ``bench/pushcube_rl_finetune.py`` does by hand (``use_ema_weights``,
+        ``freeze_chain_prefix``); the on-policy trainer calls it for ``init_from``.
+        """
+        if isinstance(source, ChunkPolicyBase):
+            self.model.load_state_dict(source.acting_model.state_dict())
+            if source.frozen_model is not None:
+                self.frozen_model = copy.deepcopy(source.frozen_model).requires_grad_(False)
+                self.config = dataclasses.replace(self.config, frozen_chain_prefix=True)
+        if self.rl_chain and self.num_chain_parts < self.num_chain_steps and self.frozen_model is None:
+            self.freeze_chain_prefix()
 
     def freeze_chain_prefix(self) -> None:
         """Run the chain's deterministic first ``N - K`` steps with a frozen copy of the current weights.
