@@ -42,6 +42,11 @@ TASK_NAME = "pickplace"
 ``bench/hierarchical_two_stage.py`` points it at the two-stage push."""
 EVAL_SEED = 10_000
 """First test episode's seed (the demonstrations use seeds 0, 1, ...)."""
+BUDGETS: dict[str, dict[str, int]] = {
+    "quick": {"seeds": 3, "demos": 30, "bc_steps": 1600, "episodes": 30},
+    "full": {"seeds": 5, "demos": 50, "bc_steps": 3000, "episodes": 100},
+}
+"""Seeds, demonstration episodes, BC steps per controller and test episodes of a quick and a full run."""
 LABELS = "noisy"
 """The actions cloned by default: ``noisy`` (as executed) or ``expert`` (:func:`expert_labels`)."""
 CONTROLLER: dict[str, Any] = {}
@@ -238,15 +243,18 @@ def main(bench: str = "hierarchical_pickplace", description: str | None = __doc_
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    quick, full = BUDGETS["quick"], BUDGETS["full"]
     parser.add_argument(
-        "--quick", action="store_true", help="3 seeds, 30 demos, 1600 BC steps, 30 test episodes"
+        "--quick", action="store_true", help=", ".join(f"{value} {key}" for key, value in quick.items())
     )
-    parser.add_argument("--seeds", type=int, default=0, help="training seeds (0: 3 quick, 5 full)")
-    parser.add_argument("--demos", type=int, default=0, help="demonstration episodes (0: 30 quick, 50 full)")
-    parser.add_argument(
-        "--bc-steps", type=int, default=0, help="BC steps per controller (0: 1600 quick, 3000 full)"
-    )
-    parser.add_argument("--episodes", type=int, default=0, help="test episodes (0: 30 quick, 100 full)")
+    for key, text in (
+        ("seeds", "training seeds"), ("demos", "demonstration episodes"),
+        ("bc_steps", "BC steps per controller"), ("episodes", "test episodes"),
+    ):  # fmt: skip
+        parser.add_argument(
+            f"--{key.replace('_', '-')}", type=int, default=0,
+            help=f"{text} (0: {quick[key]} quick, {full[key]} full)",
+        )  # fmt: skip
     parser.add_argument("--every-k", type=int, default=1, help="env steps between planner calls (K)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (per training process)")
     parser.add_argument("--jobs", type=int, default=2, help="controllers trained at once, one process each")
@@ -262,10 +270,11 @@ def main(bench: str = "hierarchical_pickplace", description: str | None = __doc_
     )  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    seeds = args.seeds or (3 if args.quick else 5)
-    demos = args.demos or (30 if args.quick else 50)
-    bc_steps = args.bc_steps or (1600 if args.quick else 3000)
-    test_episodes = args.episodes or (30 if args.quick else 100)
+    budget = BUDGETS["quick" if args.quick else "full"]
+    seeds = args.seeds or budget["seeds"]
+    demos = args.demos or budget["demos"]
+    bc_steps = args.bc_steps or budget["bc_steps"]
+    test_episodes = args.episodes or budget["episodes"]
     start = time.perf_counter()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,8 +17,9 @@ Last line: one JSON object; ``ratio`` = mean success(planner + controller) / mea
 success(instruction-only controller) over the seeds, with the per-seed figures, the mean paired
 gain and its standard error.
 
-Usage: ``omnigym bench hierarchical_two_stage [--quick]`` (quick: 3 seeds, 30 demonstrations,
-1,600 BC steps, 30 test episodes; full: 5 seeds, 50 demonstrations, 3,000 steps, 100 episodes).
+Usage: ``omnigym bench hierarchical_two_stage [--quick]`` (quick: 3 seeds, 100 demonstrations,
+3,000 BC steps per controller, 100 test episodes; full: 5 seeds, 200 demonstrations, 6,000 steps,
+200 episodes).
 docs/policies.md has the measured figures.
 """
 
@@ -35,7 +36,14 @@ CONTROLLER = {"horizon": 8, "n_action_steps": 4, "down_dims": [64, 128], "num_in
 With ``hierarchical``'s default (one action per chunk, a (32, 64) U-Net) neither controller solved
 the task (0.00 and 0.03 of 30 episodes after 3,000 steps on 200 demonstrations)."""
 
+BUDGETS = {
+    "quick": {"seeds": 3, "demos": 100, "bc_steps": 3000, "episodes": 100},
+    "full": {"seeds": 5, "demos": 200, "bc_steps": 6000, "episodes": 200},
+}
+"""Larger than PickPlace's: an episode holds two pushes (about 43 noisy expert steps)."""
+
 if __name__ == "__main__":
     base.TASK_NAME = "pushcube_two_stage"
     base.CONTROLLER = CONTROLLER
+    base.BUDGETS = BUDGETS
     base.main("hierarchical_two_stage", __doc__)
