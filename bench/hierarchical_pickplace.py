@@ -117,6 +117,8 @@ def train_controller(
     out: Path,
     embedding_dim: int = 32,
     relabel: str = "expert",
+    task_name: str = "",
+    controller: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Behaviour-clone the sub-goal-conditioned flow controller; save it to ``out``.
 
@@ -130,6 +132,9 @@ def train_controller(
         relabel: PickPlace's switching points the demonstrations are relabelled at: ``planner``
             (the scripted planner's) or ``expert`` (the expert's own, narrower); other tasks have
             one rule.
+        task_name: the task (empty: ``TASK_NAME``). Passed explicitly because ``run_seed``'s worker
+            processes import this module afresh, with its defaults.
+        controller: the controller's overrides (None: ``CONTROLLER``), for the same reason.
     """
     from gymnasium import spaces
 
@@ -140,24 +145,27 @@ def train_controller(
     from omnigym.policies.chunking.data import DemoWindows
     from omnigym.policies.hierarchical.policy import SMALL_FLOW, SUBGOAL_KEY, controller_space
     from omnigym.policies.hierarchical.subgoals import PLANNER_TOLERANCES, embed_text, relabel_episodes
+    from omnigym.policies.hierarchical.tasks import get_task
 
+    spec = get_task(task_name or TASK_NAME)
+    overrides = CONTROLLER if controller is None else controller
     state = np.asarray(steps.obs["state"], dtype=np.float32)
     if condition == "subgoal":
-        if TASK_NAME == "pickplace" and relabel == "planner":
+        if spec.name == "pickplace" and relabel == "planner":
             labels = relabel_episodes(state, steps.episode_index, tolerances=PLANNER_TOLERANCES)
         else:
-            labels = task().relabel(state, steps.episode_index)
-        texts = [task().subgoals[i] for i in labels]
+            labels = spec.relabel(state, steps.episode_index)
+        texts = [spec.subgoals[i] for i in labels]
     elif condition == "instruction":
-        texts = [task().instruction] * len(state)
+        texts = [spec.instruction] * len(state)
     else:
         raise ValueError(f"condition must be 'subgoal' or 'instruction', got {condition!r}")
-    env = make_env(task().env_id)
+    env = make_env(spec.env_id)
     assert isinstance(env.observation_space, spaces.Dict)
     obs_space = controller_space(env.observation_space, embedding_dim)
     cls = POLICIES.get("flow")
     config = build_dataclass(
-        cls.config_class, {**SMALL_FLOW, **CONTROLLER, "obs_keys": ["state", SUBGOAL_KEY]}, path="policy"
+        cls.config_class, {**SMALL_FLOW, **overrides, "obs_keys": ["state", SUBGOAL_KEY]}, path="policy"
     )
     torch.manual_seed(seed)
     controller = cls(config, obs_space, env.action_space)
@@ -223,7 +231,7 @@ def run_seed(
 
     pairs = (("subgoal", "scripted"), ("instruction", "instruction"))
     work = [
-        (steps, condition, seed, bc_steps, root / f"{condition}-{seed}", 32, relabel)
+        (steps, condition, seed, bc_steps, root / f"{condition}-{seed}", 32, relabel, TASK_NAME, CONTROLLER)
         for condition, _ in pairs
     ]
     trained = map_in_processes(train_controller, work, jobs)
