@@ -263,6 +263,9 @@ def main(bench: str = "hierarchical_pickplace", description: str | None = __doc_
             f"--{key.replace('_', '-')}", type=int, default=0,
             help=f"{text} (0: {quick[key]} quick, {full[key]} full)",
         )  # fmt: skip
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="the seeds run are first-seed .. first-seed + seeds - 1"
+    )
     parser.add_argument("--every-k", type=int, default=1, help="env steps between planner calls (K)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (per training process)")
     parser.add_argument("--jobs", type=int, default=2, help="controllers trained at once, one process each")
@@ -293,7 +296,7 @@ def main(bench: str = "hierarchical_pickplace", description: str | None = __doc_
         )
         if args.labels == "expert":
             steps = dataclasses.replace(steps, actions=expert_labels(steps))
-        for seed in range(seeds):
+        for seed in range(args.first_seed, args.first_seed + seeds):
             rows.append(
                 run_seed(
                     steps, seed, bc_steps, test_episodes, args.every_k, Path(tmp), args.relabel, args.jobs
@@ -313,7 +316,8 @@ def main(bench: str = "hierarchical_pickplace", description: str | None = __doc_
         "planner_success_mean": round(planned_mean, 4), "instruction_success_mean": round(flat_mean, 4),
         "gain_mean": round(gain, 4), "gain_se": round(gain_se, 4), "seeds": rows,
         "demo_episodes": demos, "demo_steps": summary.steps, "bc_steps": bc_steps,
-        "test_episodes": test_episodes, "every_k_steps": args.every_k, "relabel": args.relabel,
+        "test_episodes": test_episodes, "first_seed": args.first_seed, "every_k_steps": args.every_k,
+        "relabel": args.relabel,
         "labels": args.labels, "controller_overrides": CONTROLLER,
         "quick": args.quick,
         "torch_threads": torch.get_num_threads(), "seconds": round(time.perf_counter() - start, 1),

@@ -46,6 +46,11 @@ class (``AtariEnv``) over 26 ROMs, and a seeded ALE reset reloads the ROM (~0.2 
 the per-game checks (spaces and keys, seeds, NaN, invalid actions, rendering) run on all 26."""
 
 
+SLOW_ENV_IDS = frozenset({"omnigym.policies.hierarchical.planner_env:omnigym/PickPlaceSubgoals-v0"})
+"""Envs whose every step runs a learned controller for several task steps (about 0.3 s a step on a
+2-core CPU, a few minutes for the checks' thousand-odd steps): their checks run in the slow tier."""
+
+
 def env_class_ids() -> list[str]:
     """:func:`conformance_env_ids` with the Atari ROM family narrowed to :data:`ROM_FAMILY_SAMPLE`."""
     return [
@@ -79,7 +84,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     for argname, names in sources.items():
         if argname in metafunc.fixturenames:
             values = names()
-            metafunc.parametrize(argname, values, ids=values)
+            params = [
+                pytest.param(value, id=value, marks=pytest.mark.slow)
+                if argname == "env_id" and value in SLOW_ENV_IDS
+                else pytest.param(value, id=value)
+                for value in values
+            ]
+            metafunc.parametrize(argname, params)
 
 
 @pytest.fixture(autouse=True)

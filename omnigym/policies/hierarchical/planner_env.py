@@ -46,6 +46,8 @@ from omnigym.policies.hierarchical.subgoals import (
 ENV_ID = "omnigym/PickPlaceSubgoals-v0"
 MODULE_ENV_ID = f"{__name__}:{ENV_ID}"
 """The id that makes Gymnasium import this module (and so register :data:`ENV_ID`) first."""
+FRESH_CONTROLLER_SEED = 0
+"""Initialisation seed of the untrained controller an env without ``controller`` runs."""
 
 
 class SubgoalEnv(gym.Env[dict[str, Any], str]):
@@ -55,7 +57,8 @@ class SubgoalEnv(gym.Env[dict[str, Any], str]):
         env_id: the task env (its ``state`` observation is read; cube tasks get a scene text).
         env_kwargs: its keyword arguments (default: sparse reward, so a return is a success).
         controller: a saved ``hierarchical`` policy or sub-goal-conditioned controller
-            (``save_pretrained`` folder). Empty: a fresh, untrained controller (smoke runs only).
+            (``save_pretrained`` folder). Empty: a fresh, untrained controller, the same in every
+            env (smoke runs only).
         every_k_steps: task steps per sub-goal.
         subgoals: the vocabulary.
         instruction: the task, in the prompt.
@@ -150,7 +153,11 @@ def load_agent(
     subgoals: tuple[str, ...],
     width: int,
 ) -> HierarchicalPolicy:
-    """A ``hierarchical`` policy around the controller (or ``hierarchical`` policy) saved at ``path``."""
+    """A ``hierarchical`` policy around the controller (or ``hierarchical`` policy) saved at ``path``.
+
+    Empty ``path``: a fresh controller initialised from a fixed seed, so every env (and every copy
+    a vector env makes) runs the same untrained controller and one ``reset`` seed gives one episode.
+    """
     if path:
         loaded = Policy.from_pretrained(path)
         if isinstance(loaded, HierarchicalPolicy):
@@ -158,6 +165,9 @@ def load_agent(
         config = HierarchicalPolicyConfig(controller_path=path, subgoals=subgoals, embedding_dim=width)
     else:
         config = HierarchicalPolicyConfig(subgoals=subgoals, embedding_dim=width)
+        with torch.random.fork_rng():  # leaves the caller's random stream as it was
+            torch.manual_seed(FRESH_CONTROLLER_SEED)
+            return HierarchicalPolicy(config, observation_space, action_space)
     return HierarchicalPolicy(config, observation_space, action_space)
 
 
