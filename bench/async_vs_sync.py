@@ -58,6 +58,9 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
+DURATIONS = {"quick": "3.5 min", "full": "10 min"}
+"""Measured on 2 shared CPU cores: docs/runtime.md, "Benchmark: omnigym bench async_vs_sync"."""
+
 ENV_ID = "omnigym_bench/GUIClickSlots-v0"
 SLOTS = 6
 """ClickButton shows 2-6 buttons."""

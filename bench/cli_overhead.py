@@ -44,6 +44,9 @@ from pathlib import Path
 
 import torch
 
+DURATIONS = {"quick": "about 90 s", "full": "about 16 min"}
+"""On a 2-core CPU shared with other work: the usage line above and README.md (one torch thread)."""
+
 ENV_ID = "omnigym/PushT-v0"
 DATASET_ID = "omnigym/pusht-cli-overhead-v0"
 LOAD_SIZE = 384

@@ -69,6 +69,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "164 s (driving: 662 s)", "full": "678 s (driving: 2,256 s)"}
+"""Measured on 2 shared CPU cores, one thread: the "wall time" figures of docs/world_models.md."""
+
 ENV_ID = "Pendulum-v1"
 MUJOCO_ID = "Hopper-v5"
 LEARNING_STARTS = 1000

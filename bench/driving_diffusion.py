@@ -39,6 +39,9 @@ from typing import Any
 
 import torch
 
+DURATIONS = {"quick": "7 min (1 thread)", "full": "44 min (--jobs 2)"}
+"""Measured on a 2-core CPU: docs/policies.md, "Trajectory diffusion planners" (quick and full runs)."""
+
 ENV_ID = "omnigym/DrivingPlan-v0"
 OBS_KEYS = ["state", "agents", "route", "lanes", "lights"]
 TRAIN: dict[str, Any] = {"split": "train", "num_scenes": 200, "obs_keys": OBS_KEYS}

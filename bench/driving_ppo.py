@@ -20,6 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+DURATIONS = {"quick": "not recorded", "full": "training alone 505 s"}
+"""On the 2-core CPU of README.md, "Benchmarks: the driving pseudo-simulator"; no whole run timed."""
+
 ENV_ID = "omnigym/Driving-v0"
 EVAL_SEED = 1_000_000
 

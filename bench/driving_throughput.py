@@ -28,6 +28,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "about 90 s", "full": "not recorded"}
+"""On a 2-core CPU: docs/envs/driving.md, "Batched stepping and performance"; no full run timed."""
+
 NUM_ENVS = 64
 NUM_SCENES = 64
 

@@ -35,6 +35,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "not recorded", "full": "not recorded"}
+"""No run time recorded (docs/envs/games.md: steps/s only; --quick's help says "well under a minute")."""
+
 GAMES = {
     "sokoban": ("omnigym/Sokoban-v0", {"size": 6, "num_boxes": 1, "tile_size": 16}),
     "maze": ("omnigym/Maze-v0", {}),

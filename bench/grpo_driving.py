@@ -34,6 +34,9 @@ from typing import Any
 
 import torch
 
+DURATIONS = {"quick": "123 s", "full": "285 s"}
+"""Measured on 2 CPU cores, one seed: docs/algorithms/grpo.md, the grpo_driving table."""
+
 ENV_ID = "omnigym/DrivingPlan-v0"
 OBS_KEYS = ["state", "agents", "route", "lanes", "lights"]
 TRAIN = {"split": "train", "num_scenes": 200, "obs_keys": OBS_KEYS}

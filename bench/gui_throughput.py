@@ -27,6 +27,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "about 40 s", "full": "not recorded"}
+"""On a 2-core CPU, glyph cache built: docs/envs/gui.md, "Benchmark: synthetic vs real browser"."""
+
 FAMILIES = {
     "ClickButton": "click-button",
     "ClickCheckboxes": "click-checkboxes",

@@ -43,6 +43,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "not recorded", "full": "not recorded"}
+"""No run time recorded (docs/envs/manipulation.md: steps/s only; --quick's help: "under a minute")."""
+
 TASKS = ("PushT", "Reach", "PushCube", "PickPlace")
 VECTOR_SIZES = (16, 64)
 REPEATS = 7

@@ -44,6 +44,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "not recorded", "full": "about 41 min a seed (halfcheetah)"}
+"""On the shared 2-core CPU: docs/algorithms/offline.md, Figures (--task halfcheetah, one seed a run)."""
+
 START_EPISODES = 30
 """Evaluation episodes of the offline start (10 per online evaluation)."""
 RECIPES: dict[str, list[str]] = {

@@ -47,6 +47,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "not recorded", "full": "about 55 min"}
+"""On the 2-core CPU, one torch thread: docs/algorithms/offline.md, Figures; quick: "a few minutes"."""
+
 REPO = Path(__file__).resolve().parents[1]
 ALGOS = {"iql": "iql_actor", "td3bc": "td3_actor"}  # algorithm -> policy config in configs/policy
 DATASETS = ("hopper-medium", "halfcheetah-medium")

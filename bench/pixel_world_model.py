@@ -38,6 +38,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "227 s", "full": "not recorded"}
+"""On 2 shared CPU cores, one thread: docs/world_models.md; full never run (estimated 40-45 min)."""
+
 ENV_ID = "omnigym/FrozenLake-v0"
 ENV_KWARGS: dict[str, Any] = {"obs_keys": ("image",), "tile_size": 8, "is_slippery": False}
 HORIZON = 30

@@ -31,6 +31,9 @@ import tempfile
 import time
 from typing import Any
 
+DURATIONS = {"quick": "about 30 s", "full": "not recorded"}
+"""On a 2-core CPU: README.md, "Benchmark: PPO against Stable-Baselines3"; no full run time recorded."""
+
 # Per env: shared hyperparameters (SB3 names), steps for the full and quick runs.
 SETUPS: dict[str, dict[str, Any]] = {
     "CartPole-v1": {  # RL Zoo's tuned CartPole settings

@@ -39,6 +39,9 @@ import torch
 from omnigym.core.policy import Policy
 from omnigym.platform.runtime.processes import map_in_processes
 
+DURATIONS = {"quick": "not recorded", "full": "57 min"}
+"""Full run on a 2-core CPU: docs/policies.md and README.md; quick only "a few minutes", unmeasured."""
+
 ENV_ID = "omnigym/PushT-v0"
 DATASET_ID = "omnigym/pusht-expert-v0"
 EVAL_SEED = 10_000

@@ -32,6 +32,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "not recorded", "full": "not recorded"}
+"""No run time recorded (docs/envs/driving.md has the run's PDMS and speed, not its duration)."""
+
 ENV_ID = "omnigym/DrivingPlan-v0"
 EVAL_SEED = 1_000_000
 BASELINES = ("constant_velocity", "pdm_closed", "log_replay")

@@ -45,6 +45,9 @@ from typing import Any
 
 import numpy as np
 
+DURATIONS = {"quick": "about 12 min", "full": "not recorded"}
+"""On the 2-core machine: docs/evaluation.md, "A tiny VLM that drives"; no full run time recorded."""
+
 ENV_ID = "omnigym/DrivingVLM-v0"
 ENV_KWARGS = {"action_space": "text", "image_size": 64}
 DATASET_ID = "driving/pdm-closed-meta-text-v0"

@@ -32,6 +32,9 @@ from typing import Any
 import numpy as np
 import torch
 
+DURATIONS = {"quick": "not recorded", "full": "not recorded"}
+"""No run time recorded (docs/policies.md times one 6 s rollout inside it, not the run)."""
+
 ENV_ID = "omnigym/GUI-ClickButton-v0"
 MAX_NEW_TOKENS = 32
 

@@ -37,6 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+DURATIONS = {"quick": "not recorded", "full": "12 min"}
+"""On 2 CPU cores: README.md and docs/policies.md (the usage line says "about 15 min"); quick untimed."""
+
 ENV_ID = "omnigym/NumberLine-v0"
 ENV_KWARGS = {"action_space": "text", "obs_keys": ["image", "text"], "instructions": False}
 DATASET_ID = "omnigym/numberline-solver-v0"

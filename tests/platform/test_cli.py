@@ -13,7 +13,7 @@ import pytest
 
 from omnigym.core.config import list_options
 from omnigym.platform.checkpoint import latest_checkpoint
-from omnigym.platform.cli import build_parser, list_benchmarks, main
+from omnigym.platform.cli import build_parser, catalog, list_benchmarks, main
 from omnigym.platform.experiment import config_dir
 
 
@@ -168,6 +168,72 @@ def test_bench_passes_the_scripts_own_options_through(monkeypatch: pytest.Monkey
     (first, second) = calls
     assert first[1].endswith("bench/dream_vs_real.py") and first[2:] == ["--quick", "--task", "driving"]
     assert second[2:] == []
+
+
+def test_bench_list_shows_every_bench_with_two_duration_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--list"]) == 0
+    header, *rows = capsys.readouterr().out.rstrip("\n").splitlines()
+    assert header.split() == ["benchmark", "quick", "full"]
+    quick_at, full_at = header.index("quick"), header.index("full")
+    assert [row.split()[0] for row in rows] == list_benchmarks()
+    for row in rows:  # aligned: each column starts where its header does, and none is empty
+        name, quick, full = row[:quick_at].strip(), row[quick_at:full_at].strip(), row[full_at:].strip()
+        assert name and quick and full and row[quick_at - 1] == row[full_at - 1] == " ", row
+    assert any(" s" in row or "min" in row for row in rows), "no benchmark shows a recorded duration"
+
+
+def test_bench_list_reads_durations_without_importing_and_tolerates_bad_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench_dir = tmp_path / "bench"
+    bench_dir.mkdir()
+    scripts = {  # each imports a module that does not exist: listing must not import the scripts
+        "recorded": 'DURATIONS = {"quick": "about 5 min", "full": "1 h 50 min (2 processes)"}',
+        "annotated": 'DURATIONS: dict[str, str] = {"full": "466 s"}',
+        "missing": 'DURATION = {"quick": "1 s", "full": "2 s"}',
+        "a_call": 'DURATIONS = dict(quick="1 s", full="2 s")',
+        "a_string": 'DURATIONS = "about 5 min"',
+        "a_name": 'FIGURES = {"quick": "1 s"}\nDURATIONS = FIGURES',
+        "broken": 'DURATIONS = {"quick": "1 s",',
+    }
+    for name, body in scripts.items():
+        (bench_dir / f"{name}.py").write_text(f'"""A bench."""\n\nimport no_such_module_anywhere\n\n{body}\n')
+    monkeypatch.setattr(catalog, "BENCH_DIR", bench_dir)
+    assert main(["bench", "--list"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "benchmark  quick         full",
+        "a_call     not recorded  not recorded",
+        "a_name     not recorded  not recorded",
+        "a_string   not recorded  not recorded",
+        "annotated  not recorded  466 s",
+        "broken     not recorded  not recorded",
+        "missing    not recorded  not recorded",
+        "recorded   about 5 min   1 h 50 min (2 processes)",
+    ]
+
+
+def test_bench_without_a_name_or_list_is_a_one_line_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("omnigym bench: error:") and len(err.strip().splitlines()) == 1
+    assert "--list" in err
+    assert main(["bench", "--list", "ppo_vs_sb3"]) == 2  # --list runs nothing
+    assert "ppo_vs_sb3" in capsys.readouterr().err
+
+
+def test_bench_list_outside_a_checkout_says_what_omnigym_list_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(catalog, "BENCH_DIR", tmp_path / "missing")
+    assert main(["bench", "--list"]) == 0
+    assert capsys.readouterr().out.strip() == "(benchmarks: only in a source checkout)"
+
+
+def test_bench_help_makes_no_promise_about_quick_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "under a minute" not in out and "see --list for the times" in out
 
 
 def test_train_seeds_aggregates_runs(capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch) -> None:
