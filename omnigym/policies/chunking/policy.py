@@ -63,6 +63,15 @@ class ChunkPolicy(ChunkPolicyBase):
         self._ens_count = torch.zeros(0, dtype=torch.long)
         if self.rl_chain:  # instance-level capabilities: only the switched-on policy re-scores
             setattr(self, "capabilities", type(self).capabilities | {"evaluate", "features"})  # noqa: B010
+        self.apply_encoder_freeze()
+
+    def apply_encoder_freeze(self) -> None:
+        """Stop the encoder's gradients when ``ft_freeze_encoder`` is set under ``rl_chain``.
+
+        A subclass that replaces ``self.model`` after this constructor (``vla``) calls it again.
+        """
+        if self.rl_chain and getattr(self.config, "ft_freeze_encoder", False):
+            self.model.encoder.requires_grad_(False)
 
     # --- RL fine-tuning: stochastic chains scored step by step (DPPO, Flow-GRPO) -----------------
     @property

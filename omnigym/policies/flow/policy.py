@@ -98,6 +98,10 @@ class FlowPolicyConfig(ChunkPolicyConfig):
     """Score the whole chunk (Flow-GRPO: the whole sample) or its executed slice."""
     logprob_reduce: Literal["mean", "sum"] = "mean"
     """Reduce the per-element log-probabilities of a step by their mean (Flow-GRPO) or sum."""
+    ft_freeze_encoder: bool = False
+    """Under ``rl_chain``, keep the observation encoder (state MLP, image encoder, a VLA's feature
+    projection and LoRA adapters) fixed and fine-tune the action network only: an encoder update moves the
+    conditioning of every state at once (docs/policies.md, "VLA on PushCube's pixels")."""
 
     def __post_init__(self) -> None:
         """Check the step count besides the shared fields."""

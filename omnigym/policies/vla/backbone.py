@@ -173,7 +173,10 @@ class VLMObservationEncoder(nn.Module):
         batch, steps = images.shape[:2]
         # the chunk policies hand images over as floats in [0, 1]; the VLM's processor takes the uint8 frame
         frames = (images.flatten(0, 1) * 255).round().to(torch.uint8).permute(0, 2, 3, 1).cpu().numpy()
-        standardized = (self.pooled(frames) - self.feature_mean) / self.feature_std
+        pooled = self.pooled(frames)
+        if self.training and not self.features_fitted and bool((pooled != pooled[0]).any()):
+            self.set_feature_statistics(pooled)  # RL from scratch: no demonstrations fitted them
+        standardized = (pooled - self.feature_mean) / self.feature_std
         features = self.project(standardized).view(batch, steps, -1)
         parts = [features]
         if states is not None:
@@ -188,7 +191,23 @@ class VLMObservationEncoder(nn.Module):
         differs between images is a small part of it (a few percent for a random tiny VLM), which
         the projection sees only once the shared part is removed and each dimension rescaled.
         """
-        pooled = torch.cat([self.pooled(frames[i : i + 256]) for i in range(0, len(frames), 256)])
+        self.set_feature_statistics(
+            torch.cat([self.pooled(frames[i : i + 256]) for i in range(0, len(frames), 256)])
+        )
+
+    @property
+    def features_fitted(self) -> bool:
+        """Whether the standardisation was set (a fresh encoder's mean is exactly zero)."""
+        return bool(self.feature_mean.any())
+
+    @torch.no_grad()
+    def set_feature_statistics(self, pooled: Tensor) -> None:
+        """Standardise with the per-dimension mean and std of ``pooled [N, hidden]`` (:meth:`fit_features`).
+
+        A fresh encoder trained without demonstrations (RL from scratch) takes them from the first
+        batch of two or more different images it encodes in training mode: unstandardised, two
+        images' features differ by a few percent and the action expert barely sees the image.
+        """
         self.feature_mean.copy_(pooled.mean(dim=0))
         if len(pooled) > 1:
             std = pooled.std(dim=0)

@@ -81,6 +81,7 @@ class VLAPolicy(FlowPolicy):
         self.frozen_model = (
             copy.deepcopy(self.model).requires_grad_(False) if config.frozen_chain_prefix else None
         )
+        self.apply_encoder_freeze()
 
     @classmethod
     def check_spaces(
