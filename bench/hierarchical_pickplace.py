@@ -37,6 +37,9 @@ from typing import Any
 import numpy as np
 import torch
 
+DURATIONS = {"quick": "642 s (--jobs 2, loaded)", "full": "not recorded"}
+"""On a 2-core CPU: docs/policies.md, "PickPlace: planner + controller" (the quick run)."""
+
 TASK_NAME = "pickplace"
 """The ``hierarchical`` task (``omnigym.policies.hierarchical.tasks``) the functions below run;
 ``bench/hierarchical_two_stage.py`` points it at the two-stage push."""

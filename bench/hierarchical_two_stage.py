@@ -31,6 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hierarchical_pickplace as base
 
+DURATIONS = {"quick": "54 min (beside 3 jobs)", "full": "not recorded"}
+"""On a 2-core CPU: docs/policies.md, "Two-stage push" (the quick run; the five-seed table comes from two runs
+at 100 test episodes, 31 and 27 min, not from one full run)."""
+
 CONTROLLER = {"horizon": 8, "n_action_steps": 4, "down_dims": [64, 128], "num_inference_steps": 10}
 """The PushCube bench's flow policy (``bench/pushcube_rl_finetune.py``): chunks of 8 with 4 executed.
 With ``hierarchical``'s default (one action per chunk, a (32, 64) U-Net) neither controller solved

@@ -64,6 +64,9 @@ from typing import Any
 
 import torch
 
+DURATIONS = {"quick": "not recorded", "full": "about 1 h 50 min (--jobs 2)"}
+"""On a 2-core CPU: docs/policies.md, "PPO with a critic" (7 seeds at about 25 min each, two at a time)."""
+
 ENV_ID = "omnigym/PushCube-v0"
 ENV_KWARGS: dict[str, Any] = {"obs_keys": ["state"], "reward_type": "sparse"}
 """Sparse reward (1 on the successful, last step): an episode's return is its success. With the

@@ -46,6 +46,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pushcube_rl_finetune as base
 
+DURATIONS = {"quick": "not recorded", "full": "not recorded"}
+"""The full budget changed with the frozen encoder (40 updates); its seeds ran one per process at 100 test
+episodes (docs/policies.md, "VLA on PushCube's pixels")."""
+
 ENV_ID = "omnigym/PushCubePixels-v0"
 ENV_KWARGS: dict[str, Any] = {"reward_type": "sparse", "image_size": 64}
 """Sparse reward (the return is the success); 64x64 frames, the tiny SmolVLM's input size."""
