@@ -71,7 +71,8 @@ ACTOR_LEARNING_RATE = 1e-4
 """PPO's actor rate for the VLA's action expert (annealed to 0 over the run; the critic keeps the
 state bench's 1e-3). At the state bench's 3e-5, 100 updates barely moved the clone (approximate KL
 under 0.0002, +0.01 success over 3 seeds); at 3e-4 with the encoder trained, 30 updates dropped
-seed 0 from 0.28 to 0.12 and seed 1 from 0.26 to 0.07 (docs/policies.md)."""
+seed 0 from 0.28 to 0.12 and seed 1 from 0.26 to 0.07; at 1e-4 with the encoder frozen, 40 updates
+gave +0.027 (standard error 0.029) over seeds 0-2 (docs/policies.md)."""
 FREEZE_ENCODER = True
 """Fine-tune the action expert only (``ft_freeze_encoder``): the feature projection and state MLP
 keep the clone's weights, so an update cannot move the conditioning of every image at once."""
