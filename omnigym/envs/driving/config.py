@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 from omnigym.core.registry import ENV_BACKENDS
 from omnigym.envs.driving.observations import VECTOR_KEYS, ObservationConfig
-from omnigym.envs.driving.scenes import SceneConfig
+from omnigym.envs.driving.scenes import HARD_SCENES, SceneConfig
 
-SPLITS = ("train", "val", "test")
+SPLITS = ("train", "val", "test", "hard")
 PRIVILEGED = ("pdm_closed", "log_replay", "pdm_closed_meta")
 
 
@@ -37,8 +37,9 @@ class DrivingConfig:
     """An object implementing ``agents.TrafficModel`` (overrides ``traffic``); Python use only."""
     traffic_model_path: str | None = None
     """With ``traffic="learned"``: a folder saved by ``TrafficWorldModel.save_pretrained``."""
-    split: Literal["train", "val", "test"] = "train"
-    """Which procedural scenes: disjoint seed ranges (see ``scenes.SPLIT_OFFSETS``)."""
+    split: Literal["train", "val", "test", "hard"] = "train"
+    """Which procedural scenes: disjoint seed ranges (see ``scenes.SPLIT_OFFSETS``); ``hard`` is a
+    test split of scenes that stress what PDMS punishes (``scenes.HARD_SCENES``)."""
     num_scenes: int = 1000
     """Scenes in the split; resets draw among them with the reset seed."""
     scene_dir: str | None = None
@@ -146,5 +147,6 @@ class DrivingConfig:
 
     @property
     def scene_config(self) -> SceneConfig:
-        """The procedural scene settings."""
-        return SceneConfig(**self.scene)
+        """The procedural scene settings: the split's preset (``hard``), then ``scene``'s overrides."""
+        preset = HARD_SCENES if self.split == "hard" else {}
+        return SceneConfig(**{**preset, **self.scene})

@@ -91,7 +91,10 @@ class PlanTracker:
         goal_arc = self.arc[rows, nearest] + lookahead
         goal = self._point_at(goal_arc)
         local = to_ego_frame(goal[:, None, :], ego.pose)[:, 0]
-        distance_sq = np.maximum(np.sum(local**2, axis=-1), 1e-6)
+        # a goal nearer than the look-ahead (a plan that stops short of it) is steered to as if it
+        # were a look-ahead away; otherwise small lateral errors near a standstill turn the wheel
+        # to its stop and the car yaws as it creeps
+        distance_sq = np.maximum(np.sum(local**2, axis=-1), lookahead**2)
         curvature = 2.0 * local[:, 1] / distance_sq
         moving = self.arc[:, -1] > 0.1  # a plan that stays put needs no steering
         wanted = np.where(moving, np.arctan(curvature * self.limits.wheel_base), ego.steer)

@@ -237,12 +237,26 @@ def build_straight(rng: np.random.Generator) -> ProceduralMap:
 
 def build_curve(rng: np.random.Generator) -> ProceduralMap:
     """A curved road, 340-440 m: one arc (radius 80-300 m) or an S-curve, with clothoid transitions."""
+    return _curved_road("curve", rng, (80.0, 300.0))
+
+
+def build_sharp_curve(rng: np.random.Generator) -> ProceduralMap:
+    """A curved road with tight arcs (radius 50-90 m): the hard split's curves.
+
+    Keeping the heading there leaves the road in seconds; speed limits are capped for comfort as on
+    every curve.
+    """
+    return _curved_road("sharp_curve", rng, (50.0, 90.0))
+
+
+def _curved_road(kind: str, rng: np.random.Generator, radii: tuple[float, float]) -> ProceduralMap:
+    """340-440 m of road: one arc or an S-curve with radii drawn in ``radii``, clothoid transitions."""
 
     def draw() -> tuple[_Builder, list[RouteOption]]:
         arcs: list[tuple[float, float, float]] = []
         sign = rng.choice([-1.0, 1.0])
         for _ in range(1 + int(rng.random() < 0.5)):
-            radius, ramp = rng.uniform(80.0, 300.0), rng.uniform(20.0, 40.0)
+            radius, ramp = rng.uniform(*radii), rng.uniform(20.0, 40.0)
             arc = max(min(rng.uniform(60.0, 180.0), radius * np.pi / 2 - ramp), 10.0)
             arcs += [
                 (ramp, 0.0, sign / radius),
@@ -255,7 +269,7 @@ def build_curve(rng: np.random.Generator) -> ProceduralMap:
         pieces = [(lead_in, 0.0, 0.0), *arcs, (straight - lead_in, 0.0, 0.0)]
         return _two_way_road(rng, _clothoid_line(pieces), rng.uniform(13.9, 16.7))
 
-    return _first_fit("curve", rng, draw)
+    return _first_fit(kind, rng, draw)
 
 
 def _along_x(x_from: float, x_to: float, y: float) -> np.ndarray:
@@ -368,8 +382,11 @@ BUILDERS: dict[str, Callable[[np.random.Generator], ProceduralMap]] = {
     "curve": build_curve,
     "merge": build_merge,
     "intersection": build_intersection,
+    "sharp_curve": build_sharp_curve,
 }
 """Map kind -> builder."""
+DEFAULT_KINDS = ("straight", "curve", "merge", "intersection")
+"""The kinds procedural scenes draw by default (``sharp_curve`` is the hard split's)."""
 
 
 # --- lane geometry -------------------------------------------------------------------------------

@@ -35,6 +35,9 @@ ROUTE_LANE_HALF_WIDTH = 2.0
 """An agent within this lateral distance of the centreline (and driving along it) is a leader."""
 OFFSET_TIME_CONSTANT = 1.0
 """Seconds over which a proposal moves from the ego's lateral position to its offset."""
+MIN_OFFSET_DISTANCE = 5.0
+"""Metres of progress a PDM-Closed proposal's offset takes at least: a slow or stopped car moves
+sideways only as it moves forward (PDM-Closed offsets its paths in space)."""
 LANE_WIDTH = 3.5
 """Metres between lane centres, for meta actions' lane changes (:func:`meta_action_plans`)."""
 
@@ -258,7 +261,10 @@ def pdm_closed_plans(sim: DrivingSimulator, idx: np.ndarray) -> tuple[np.ndarray
     n, p = len(idx), len(factors)
     stations, _ = idm_on_route(sim, idx, np.array(SPEED_FACTORS))
     stations = np.repeat(stations, len(LATERAL_OFFSETS), axis=1)  # [n, P, T+1]
-    lateral = _lateral_profile(sim.lateral[idx, None, None], offsets[None, :, None])
+    # offsets approached over distance: 1 s at the current speed, at least MIN_OFFSET_DISTANCE
+    scale = np.maximum(sim.ego.speed[idx] * OFFSET_TIME_CONSTANT, MIN_OFFSET_DISTANCE)[:, None, None]
+    lateral0, target = sim.lateral[idx, None, None], offsets[None, :, None]
+    lateral = target + (lateral0 - target) * np.exp(-(stations - stations[..., :1]) / scale)
     ideal = _route_pose(sim, idx, stations, lateral)  # [n, P, T+1, 3]
     ideal[:, :, 0] = sim.ego.pose[idx, None]  # proposals start where the ego is
     tracked, tracked_speed = _track(sim, idx, ideal[..., :2])

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from omnigym.envs.driving.lane_network import LaneNetwork
-from omnigym.envs.driving.maps import BUILDERS, ProceduralMap, RouteOption
+from omnigym.envs.driving.maps import BUILDERS, DEFAULT_KINDS, ProceduralMap, RouteOption
 from omnigym.envs.driving.scene import (
     AGENT_STATIC,
     AGENT_VEHICLE,
@@ -49,8 +49,9 @@ from omnigym.envs.driving.traffic_sim import TrafficAgents, simulate
 
 GENERATOR_VERSION = 2
 """Bump when generation changes, so on-disk caches of older scenes are not reused."""
-SPLIT_OFFSETS = {"train": 0, "val": 1_000_000, "test": 2_000_000}
-"""First scene id of each split; a split holds at most 1,000,000 ids."""
+SPLIT_OFFSETS = {"train": 0, "val": 1_000_000, "test": 2_000_000, "hard": 3_000_000}
+"""First scene id of each split; a split holds at most 1,000,000 ids. ``hard`` is a test split
+drawn with :data:`HARD_SCENES` (NAVSIM's navhard idea: scenes a naive driver fails)."""
 SPLIT_SIZE = 1_000_000
 SCENE_SET_VERSION = 1
 _SALT = 0x5CE7E
@@ -76,16 +77,21 @@ class SceneConfig:
     """Vehicles in the scene (both directions, all lanes); one enters for each that leaves the map."""
     episode_seconds: float = 16.0
     """Seconds the ego drives; the log adds HISTORY_STEPS before and HORIZON_STEPS after."""
-    kinds: dict[str, float] = field(default_factory=lambda: {kind: 1.0 for kind in BUILDERS})
+    kinds: dict[str, float] = field(default_factory=lambda: {kind: 1.0 for kind in DEFAULT_KINDS})
     """Map kind -> relative frequency."""
     num_static: int = 0
     """Static objects (parked cars, partly on a lane off the ego's route)."""
+    lead_brake: float = 0.0
+    """Chance that a vehicle is placed 25-40 m ahead of the ego in its lane and, 0.5-2.5 s into
+    the episode, brakes at 3-5 m/s² to a standstill, waits 2-5 s and drives on."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.num_agents, int) or self.num_agents < 0:
             raise ValueError(f"num_agents must be an int >= 0, got {self.num_agents!r}")
         if not isinstance(self.num_static, int) or self.num_static < 0:
             raise ValueError(f"num_static must be an int >= 0, got {self.num_static!r}")
+        if not 0.0 <= float(self.lead_brake) <= 1.0:
+            raise ValueError(f"lead_brake must be a probability in [0, 1], got {self.lead_brake!r}")
         if not (DT <= float(self.episode_seconds) <= MAX_EPISODE_SECONDS):
             raise ValueError(
                 f"episode_seconds must be in [{DT}, {MAX_EPISODE_SECONDS}], got {self.episode_seconds!r}"
@@ -110,9 +116,20 @@ class SceneConfig:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+HARD_SCENES: dict[str, Any] = {
+    "kinds": {"straight": 1.0, "sharp_curve": 1.0, "merge": 1.0, "intersection": 1.0},
+    "lead_brake": 0.6,
+    "num_agents": 60,
+    "num_static": 4,
+}
+"""The ``hard`` split's scene settings: tight curves instead of gentle ones, a lead vehicle that
+brakes hard early in most episodes, denser traffic and parked cars (``DrivingConfig.scene``
+overrides them)."""
+
+
 # --- splits ---------------------------------------------------------------------------------------
 def split_scene_ids(split: str, count: int) -> list[int]:
-    """The first ``count`` scene ids of ``split`` ("train", "val" or "test")."""
+    """The first ``count`` scene ids of ``split`` ("train", "val", "test" or "hard")."""
     if split not in SPLIT_OFFSETS:
         raise ValueError(f"split must be one of {sorted(SPLIT_OFFSETS)}, got {split!r}")
     if not 0 <= count <= SPLIT_SIZE:
@@ -149,7 +166,10 @@ def generate_scene(scene_id: int, config: SceneConfig | None = None) -> Scene:
     ego_station = float(rng.uniform(*EGO_START))
     _cap_speed_limits(built, network, option, ego_station, config)
     lights = _signal_plan(built, network, option, ego_station, config, rng)
-    agents = _spawn(built, network, option, ego_station, config, rng)
+    # events draw from their own stream, so scenes without them are those of earlier versions
+    events = np.random.default_rng([scene_id, _SALT, 0xB4A4E])
+    braking = config.lead_brake > 0 and events.random() < config.lead_brake
+    agents = _spawn(built, network, option, ego_station, config, rng, events if braking else None)
     for attempt in range(4):
         result = simulate(network, agents, lights, np.random.default_rng([scene_id, _SALT, attempt]))
         touching = _ego_contacts(result.pose, result.valid, agents.length, agents.width)
@@ -275,11 +295,18 @@ def _spawn(
     ego_station: float,
     config: SceneConfig,
     rng: np.random.Generator,
+    braking: np.random.Generator | None = None,
 ) -> TrafficAgents:
-    """The ego, vehicles spread over every lane, static objects, and ``num_agents`` reserves."""
+    """The ego, vehicles spread over every lane, static objects, and ``num_agents`` reserves.
+
+    With ``braking`` (the events' generator), a lead vehicle that brakes hard is placed ahead of the
+    ego first (see ``SceneConfig.lead_brake``).
+    """
     road_map = built.road_map
     parked = _parked(built, network, option, config, rng)
+    lead = _braking_lead(network, option, ego_station, braking) if braking is not None else None
     taken = [(int(option.lanes[0]), ego_station)] + [(lane, s) for lane, s, _ in parked]
+    taken += [(int(option.lanes[0]), lead[0])] if lead is not None else []
     spots = [
         spot
         for spot in _slots(road_map, network, (int(option.lanes[0]), ego_station), rng)
@@ -302,7 +329,50 @@ def _spawn(
     lateral = np.zeros(total)
     lateral[1 + num_moving : 1 + num_moving + num_parked] = [p[2] for p in parked]
     speed = np.where(static, 0.0, factor * limit * rng.uniform(0.7, 1.0, total))
-    return TrafficAgents(lane, station, speed, length, width, factor, static, lateral)
+    agents = TrafficAgents(lane, station, speed, length, width, factor, static, lateral)
+    if lead is not None:
+        agents = _with_braking_lead(agents, int(option.lanes[0]), lead, speed[0])
+    return agents
+
+
+def _braking_lead(
+    network: LaneNetwork, option: RouteOption, ego_station: float, events: np.random.Generator
+) -> tuple[float, int, float, float] | None:
+    """``(station, brake step, deceleration, wait)`` of the hard split's braking lead, or None.
+
+    It stands 25-40 m (centre to centre) ahead of the ego on the ego's first lane, if that lane
+    is long enough, and brakes 0.5-2.5 s into the episode.
+    """
+    station = ego_station + float(events.uniform(25.0, 40.0))
+    brake_at = HISTORY_STEPS + int(events.integers(5, 26))
+    decel, wait = float(events.uniform(3.0, 5.0)), float(events.uniform(2.0, 5.0))
+    if station > network.length[option.lanes[0]] - 10.0:
+        return None
+    return station, brake_at, decel, wait
+
+
+def _with_braking_lead(
+    agents: TrafficAgents, lane: int, lead: tuple[float, int, float, float], ego_speed: float
+) -> TrafficAgents:
+    """``agents`` with the braking lead added after the ego, at the ego's speed."""
+    station, brake_at, decel, wait = lead
+    stop_steps = int(np.ceil(ego_speed / decel / DT)) + round(wait / DT)
+    values = {
+        "lane": lane,
+        "station": station,
+        "speed": ego_speed,
+        "length": 4.6,
+        "width": 1.9,
+        "speed_factor": agents.speed_factor[0],
+        "static": False,
+        "lateral": 0.0,
+        "brake_at": brake_at,
+        "brake_until": brake_at + stop_steps,
+        "brake_decel": decel,
+    }
+    return TrafficAgents(
+        **{name: np.insert(getattr(agents, name), 1, values[name]) for name in values}  # type: ignore[arg-type]
+    )
 
 
 def _slots(

@@ -1,7 +1,8 @@
 """How fast the simulated traffic drives: each agent's acceleration along its path.
 
 IDM behind the leader, with virtual stopped leaders where an agent must stop (red and stoppable
-yellow lights, connectors blocked by crossing traffic, lane drops), the constant deceleration
+yellow lights, connectors blocked by crossing traffic, lane drops), scripted hard stops (the hard
+split's braking lead vehicles), the constant deceleration
 that reaches a slower lane ahead at its speed, courtesy to agents waiting to merge in, and the
 leaders of the side lane that lane changers and merging agents must also respect. Built on the
 perception of :class:`~omnigym.envs.driving.traffic_state.TrafficState`; the driver model itself
@@ -122,6 +123,9 @@ class LongitudinalControl(TrafficState):
             self._stop_acceleration(self.v[who], v0, obstacle_gap),
             self._slow_down_ahead(path, offset, s, who),
         )
+        # scripted hard stops (a lead vehicle braking for something the others cannot see)
+        braking = (self.brake_at[who] >= 0) & (t >= self.brake_at[who]) & (t < self.brake_until[who])
+        a_path = np.where(braking, np.minimum(a_path, -self.brake_decel[who]), a_path)
         a_lead = self._follow(who, v0, lead, dist)
         a_courtesy = self._courtesy_acceleration(who, path, offset, s, occ, v0)
         return np.minimum(np.minimum(a_lead, a_path), a_courtesy), a_path, v0, lead, dist, commit

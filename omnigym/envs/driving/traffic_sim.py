@@ -77,6 +77,18 @@ class TrafficAgents:
     speed_factor: np.ndarray  # [A] desired speed / speed limit
     static: np.ndarray  # [A] bool, never moves (parked cars)
     lateral: np.ndarray  # [A] m left of the lane centre (static agents)
+    brake_at: np.ndarray | None = None  # [A] int step a scripted hard stop starts, -1: none
+    brake_until: np.ndarray | None = None  # [A] int step it ends (the agent then drives on)
+    brake_decel: np.ndarray | None = None  # [A] m/s² it brakes with, down to a standstill
+
+    def __post_init__(self) -> None:
+        n = len(self.lane)
+        if self.brake_at is None:
+            self.brake_at = np.full(n, -1, np.int64)
+        if self.brake_until is None:
+            self.brake_until = np.full(n, -1, np.int64)
+        if self.brake_decel is None:
+            self.brake_decel = np.zeros(n)
 
 
 @dataclass

@@ -73,6 +73,8 @@ class TrafficState:
         self.d = agents.lateral.astype(np.float64).copy()
         self.length, self.width = agents.length.astype(np.float64), agents.width.astype(np.float64)
         self.factor, self.static = agents.speed_factor.astype(np.float64), agents.static.astype(bool)
+        self.brake_at, self.brake_until = np.asarray(agents.brake_at), np.asarray(agents.brake_until)
+        self.brake_decel = np.asarray(agents.brake_decel, np.float64)
         self.valid = self.lane >= 0
         self.reserves = list(np.flatnonzero(~self.valid))
         self.pending = 0  # agents that left the map and await a replacement

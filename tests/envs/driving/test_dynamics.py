@@ -219,6 +219,20 @@ def test_tracker_pure_pursuit_hand_numbers():
     assert steer_rate[0] == pytest.approx(wanted / 0.15)
 
 
+def test_tracker_steers_to_a_plan_ending_within_the_look_ahead_as_if_it_were_a_look_ahead_away():
+    # a stopping plan: 0.5 m ahead and 0.1 m to the left at its end (arc > 0.1 m, so it steers)
+    tracker = PlanTracker(LIMITS, TrackerConfig())
+    tracker.resize(1)
+    ego = _ego(speed=0.5)
+    dense = np.stack([np.linspace(0.0, 0.5, 41), np.linspace(0.0, 0.1, 41)], axis=1)[None]
+    tracker.set_plan(np.array([0]), dense)
+    _, steer_rate = tracker.command(ego)
+    # goal: the plan's end (0.5, 0.1); its distance is floored at the 2.5 m look-ahead
+    wanted = math.atan(2 * 0.1 / 2.5**2 * EGO_WHEEL_BASE)
+    assert steer_rate[0] == pytest.approx(wanted / 0.15)
+    assert abs(wanted) < 0.2 * LIMITS.max_steer  # not the wheel at its stop (2 y / d² = 0.77 1/m)
+
+
 def test_tracker_brakes_and_holds_the_wheel_for_a_plan_that_stays_put():
     tracker = PlanTracker(LIMITS, TrackerConfig())
     tracker.resize(1)

@@ -47,7 +47,9 @@ def test_every_kind_builds_a_consistent_map_that_fits_the_canvas(kind):
         assert spacing.max() <= 2.0
         assert np.all((m.lane_width >= 3.5) & (m.lane_width <= 3.75))
         assert np.all((m.lane_speed_limit > 3.0) & (m.lane_speed_limit <= 16.7 + 1e-4))
-        assert np.all(m.lane_speed_limit[~m.lane_is_connector] >= 11.0)
+        # sharp curves (radius >= 50 m, inner lanes down to about 37 m) are capped for comfort lower
+        floor = 9.5 if kind == "sharp_curve" else 11.0
+        assert np.all(m.lane_speed_limit[~m.lane_is_connector] >= floor)
         for lane in range(m.num_lanes):
             for succ in m.lane_successors[lane][m.lane_successors[lane] >= 0]:
                 assert np.linalg.norm(m.centreline(lane)[-1] - m.centreline(succ)[0]) < 0.05

@@ -179,3 +179,31 @@ def test_reference_progress_stops_for_a_red_light(driving_kwargs):
     # the front bumper stays at least IDM's jam distance (2 m) short of the stop line
     assert stopped < 10.0 - 0.5 * EGO_LENGTH - IDMParams().min_gap
     assert reference_progress(sim, np.array([], np.int64)).shape == (0,)
+
+
+def _hard_split_scores(num_scenes: int, cache_dir: str) -> dict[str, np.ndarray]:
+    privileged = PDMClosedPolicy.env_kwargs["privileged"] + LogReplayPolicy.env_kwargs["privileged"]
+    env = DrivingVectorEnv(
+        num_scenes,
+        action_mode="plan",
+        privileged=privileged,
+        split="hard",
+        num_scenes=num_scenes,
+        cache_dir=cache_dir,
+    )
+    return {name: _first_episode_pdms(env, policy) for name, policy in _policies(env).items()}
+
+
+def test_hard_split_separates_constant_velocity_from_the_planners(scene_cache):
+    scores = _hard_split_scores(8, scene_cache)
+    assert scores["pdm_closed"].mean() > scores["constant_velocity"].mean() + 0.3
+    assert scores["log_replay"].mean() > scores["constant_velocity"].mean() + 0.3
+
+
+@pytest.mark.slow
+def test_hard_split_matches_navsims_ratios_on_40_scenes(scene_cache):
+    # NAVSIM v1 navtest: constant velocity 20.6, PDM-Closed 89.1, human 94.8 (PDMS x 100)
+    scores = {name: pdms.mean() for name, pdms in _hard_split_scores(40, scene_cache).items()}
+    assert scores["constant_velocity"] <= 0.4, scores
+    assert scores["pdm_closed"] >= 0.85, scores
+    assert scores["log_replay"] >= 0.9, scores

@@ -227,11 +227,57 @@ def test_splits_are_disjoint_and_invertible():
     train, val, test = (set(split_scene_ids(s, 1000)) for s in ("train", "val", "test"))
     assert not (train & val or train & test or val & test)
     assert split_scene_ids("val", 3) == [SPLIT_OFFSETS["val"] + i for i in range(3)]
-    assert [split_of(i) for i in (0, 999_999, 1_000_000, 2_000_005)] == ["train", "train", "val", "test"]
+    assert [split_of(i) for i in (0, 999_999, 1_000_000, 2_000_005, 3_000_000)] == [
+        "train",
+        "train",
+        "val",
+        "test",
+        "hard",
+    ]
+    assert not set(split_scene_ids("hard", 1000)) & (train | val | test)
     with pytest.raises(ValueError, match="split"):
         split_scene_ids("dev", 1)
     with pytest.raises(ValueError):
-        split_of(3_000_000)
+        split_of(4_000_000)
+
+
+def test_default_scenes_draw_the_original_kinds_and_no_events():
+    config = SceneConfig()
+    assert tuple(config.kinds) == KINDS and config.lead_brake == 0.0
+    with pytest.raises(ValueError, match="lead_brake"):
+        SceneConfig(lead_brake=1.5)
+
+
+def test_hard_split_config_is_the_preset_under_the_users_overrides():
+    from omnigym.envs.driving.config import DrivingConfig
+
+    hard = DrivingConfig(split="hard").scene_config
+    assert hard.kinds == scenes.HARD_SCENES["kinds"] and hard.lead_brake == scenes.HARD_SCENES["lead_brake"]
+    assert DrivingConfig(split="hard", scene={"lead_brake": 0.0}).scene_config.lead_brake == 0.0
+    assert DrivingConfig(split="test").scene_config == SceneConfig()
+
+
+def test_braking_lead_stops_early_in_the_episode_and_the_human_stops_behind_it():
+    config = SceneConfig(num_agents=12, kinds={"straight": 1.0}, lead_brake=1.0)
+    for scene_id in (3_000_000, 3_000_001):
+        scene = generate_scene(scene_id, config)
+        plain = generate_scene(scene_id, SceneConfig(num_agents=12, kinds={"straight": 1.0}))
+        # the event has its own random stream: the map and the route are those of the plain scene
+        np.testing.assert_array_equal(scene.road_map.lane_points, plain.road_map.lane_points)
+        np.testing.assert_array_equal(scene.route.lanes, plain.route.lanes)
+        log = scene.log
+        lead = 0  # placed right after the ego, it is the log's first agent
+        assert log.agent_type[lead] == AGENT_VEHICLE and log.agent_valid[:, lead].all()
+        ahead = np.linalg.norm(log.agent_pose[0, lead, :2] - log.ego_pose[0, :2])
+        assert 25.0 - 1e-3 <= ahead <= 40.0 + 1e-3
+        speed = log.agent_speed[:, lead]
+        assert speed[: HISTORY_STEPS + 5].min() > 1.0  # moving until 0.5 s into the episode at least
+        stopped = np.flatnonzero(speed < 1e-3)
+        assert len(stopped) and stopped[0] < HISTORY_STEPS + round(6.0 / DT)  # at rest within 6 s
+        assert speed[-1] > 1.0  # and drives on after its wait
+        # the human (the ego's log) stops behind it or passes it in the next lane, never touching it
+        lead_box = box_corners(log.agent_pose[:, lead].astype(np.float64), log.agent_size[lead])
+        assert not _overlap(_ego_corners(scene), lead_box).any()
 
 
 def test_scene_set_round_trip(tmp_path):

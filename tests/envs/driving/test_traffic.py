@@ -156,6 +156,39 @@ def test_follower_stops_behind_a_parked_car_without_touching_it():
     assert np.all(np.diff(result.station[:, 0]) >= 0) and np.all(result.speed >= 0)
 
 
+def test_scripted_hard_stop_brakes_to_a_standstill_waits_and_drives_on():
+    # agent 1 (lead, 30 m ahead) brakes at 4 m/s² from step 10 to 80; agent 0 follows with IDM
+    road_map = _road_map([_line((0, 0), (400, 0))])
+    steps, decel = 160, 4.0
+    agents = _agents([0, 0], [10.0, 40.0], [10.0, 10.0])
+    agents.brake_at, agents.brake_until = np.array([-1, 10]), np.array([-1, 80])
+    agents.brake_decel = np.array([0.0, decel])
+    result = simulate(
+        LaneNetwork(road_map, np.array([0])), agents, _no_lights(steps), np.random.default_rng(0)
+    )
+    lead = result.speed[:, 1]
+    assert lead[10] == pytest.approx(lead[9], abs=0.2)  # nothing before the brake
+    # the applied deceleration reaches the scripted one within the jerk limit (25 m/s³) and holds it
+    decel_applied = -np.diff(lead[11:30]) / DT
+    assert decel_applied.max() == pytest.approx(decel, abs=1e-6)
+    stopped = np.flatnonzero(lead < 1e-6)
+    assert stopped[0] < 10 + 10.0 / decel / DT + 5  # at rest about v/a after the brake starts
+    assert np.all(lead[stopped[0] : 80] < 1e-6)  # waits until brake_until
+    assert lead[-1] > 3.0  # then drives on
+    gap = result.station[:, 1] - result.station[:, 0] - 4.5
+    assert gap.min() > 1.0  # the IDM follower stops in time
+
+
+def test_agents_without_a_scripted_stop_are_unchanged_by_the_fields():
+    road_map = _road_map([_line((0, 0), (400, 0))])
+    net, lights = LaneNetwork(road_map, np.array([0])), _no_lights(100)
+    plain = simulate(net, _agents([0, 0], [10.0, 40.0], [10.0, 8.0]), lights, np.random.default_rng(0))
+    agents = _agents([0, 0], [10.0, 40.0], [10.0, 8.0])
+    agents.brake_decel = np.array([6.0, 6.0])  # no brake_at: never used
+    scripted = simulate(net, agents, lights, np.random.default_rng(0))
+    np.testing.assert_array_equal(plain.pose, scripted.pose)
+
+
 def _two_lanes():
     """Lane 0 (left) and lane 1 (right), 400 m, one road block."""
     return _road_map([_line((0, 0), (400, 0)), _line((0, -3.5), (400, -3.5))], left=[(1, 0)], roads=[0, 0])
