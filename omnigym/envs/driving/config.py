@@ -62,6 +62,11 @@ class DrivingConfig:
     image_channels: int = 3
     """3: road / agents+lights / route+ego channels; 1: one grey composite (docs/envs/driving.md)."""
     """BEV raster side in metres."""
+    navsim_version: Literal["v1", "v2"] = "v1"
+    """The ego-progress rule of the episode PDMS: ``v1`` (NAVSIM v1.1, as the navtest leaderboard:
+    progress masked by NC and DAC over the best masked progress, 0 when masked out) or ``v2``
+    (NAVSIM v2: raw progress over the best progress masked by NC, DAC, DDC and TLC, clipped).
+    EPDMS always uses v2's rule; the per-step reward and PDM-Closed's proposal ranking use v2's."""
     reward: Literal["pdms", "epdms"] = "pdms"
     """Which score the per-step reward follows (see docs/envs/driving.md)."""
     terminate_on_failure: bool = True
@@ -99,6 +104,8 @@ class DrivingConfig:
             raise ValueError("traffic='learned' needs traffic_model_path (a saved traffic world model)")
         if self.traffic_model_path and self.traffic != "learned":
             raise ValueError(f"traffic_model_path is used only with traffic='learned', not {self.traffic!r}")
+        if self.navsim_version not in ("v1", "v2"):
+            raise ValueError(f"navsim_version must be 'v1' or 'v2', got {self.navsim_version!r}")
         if self.split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
         if self.reward not in ("pdms", "epdms"):

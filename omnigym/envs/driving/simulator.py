@@ -528,6 +528,7 @@ class DrivingSimulator:
             metrics.PDMS_COLUMNS,
             metrics.EPDMS_COLUMNS,
             DT,
+            self.config.navsim_version == "v1",
             self.pdms_sum,
             self.epdms_sum,
             self.window_sum,

@@ -38,6 +38,7 @@ def score_windows(
     pdms_columns: tuple[np.ndarray, np.ndarray, np.ndarray],
     epdms_columns: tuple[np.ndarray, np.ndarray, np.ndarray],
     dt: float,
+    pdms_progress_v1: bool,
     pdms_sum: np.ndarray,
     epdms_sum: np.ndarray,
     window_sum: np.ndarray,
@@ -63,6 +64,8 @@ def score_windows(
         pdms_columns: :data:`~omnigym.envs.driving.metrics.PDMS_COLUMNS`.
         epdms_columns: :data:`~omnigym.envs.driving.metrics.EPDMS_COLUMNS`.
         dt: seconds per step.
+        pdms_progress_v1: PDMS takes EP by NAVSIM v1.1's rule (:func:`_ego_progress_v1`) rather
+            than v2's, which EPDMS always uses.
         pdms_sum: ``[N]`` updated.
         epdms_sum: ``[N]`` updated.
         window_sum: ``[N, len(SUB_METRICS)]`` updated.
@@ -74,6 +77,7 @@ def score_windows(
     violations = np.empty(history + window + 1, np.bool_)
     scores = np.empty(len(SUB_METRICS))
     filtered = np.empty(len(SUB_METRICS))
+    pdms_scores = np.empty(len(SUB_METRICS))
     for n in slots:
         end = time[n]
         start = history + ((end - history - 1) // window) * window
@@ -91,7 +95,10 @@ def score_windows(
         human_row = human[n, min((start - history) // window, human_count[n] - 1)]
         for i in range(len(scores)):
             filtered[i] = 1.0 if human_row[i] == 0 else scores[i]
-        pdms_sum[n] += aggregate_row(scores, pdms_columns[0], pdms_columns[1], pdms_columns[2])
+        pdms_scores[:] = scores
+        if pdms_progress_v1:
+            pdms_scores[EP] = _ego_progress_v1(scores, progress, reference_window[n])
+        pdms_sum[n] += aggregate_row(pdms_scores, pdms_columns[0], pdms_columns[1], pdms_columns[2])
         epdms_sum[n] += aggregate_row(filtered, epdms_columns[0], epdms_columns[1], epdms_columns[2])
         window_sum[n] += scores
         windows_done[n] += 1
@@ -127,7 +134,26 @@ def _comfort(
 
 
 @njit(cache=True)
+def _ego_progress_v1(scores: np.ndarray, progress: float, reference: float) -> float:
+    """EP by NAVSIM v1.1's rule.
+
+    Masked progress (times NC and DAC) over the best of it and the reference's; 0 where NC * DAC
+    is 0; 1 when neither made enough progress to tell.
+    """
+    product = scores[NC] * scores[DAC]
+    masked = progress * product
+    best = max(masked, reference)
+    if product == 0.0:
+        return 0.0
+    return masked / best if best > PROGRESS_THRESHOLD else 1.0
+
+
+@njit(cache=True)
 def _ego_progress(scores: np.ndarray, progress: float, reference: float) -> float:
-    """EP: progress against the reference, unless neither made enough progress to tell."""
+    """EP by NAVSIM v2's rule.
+
+    Raw progress over the best of the masked progress (times NC, DAC, DDC and TLC) and the
+    reference's, clipped to [0, 1]; 1 when neither made enough progress to tell.
+    """
     best = max(progress * scores[NC] * scores[DAC] * scores[DDC] * scores[TLC], reference)
     return min(max(progress / max(best, 1e-12), 0.0), 1.0) if best > PROGRESS_THRESHOLD else 1.0

@@ -143,6 +143,8 @@ def test_privileged_keys_hold_expert_actions(driving_kwargs, action_mode, shape)
         ({"split": "dev"}, "split"),
         ({"replan_every": 0}, "replan_every"),
         ({"num_scenes": 0}, "num_scenes"),
+        ({"navsim_version": "v3"}, "navsim_version"),
+        ({"scene": {"lead_brake": 2.0}}, "lead_brake"),
     ],
 )
 def test_bad_kwargs_raise_value_error_naming_the_field(driving_kwargs, kwargs, name):

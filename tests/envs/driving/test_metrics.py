@@ -424,3 +424,70 @@ def test_human_filter():
     )
     round_trip = metrics.SubScores.from_array(agent.to_array())
     np.testing.assert_array_equal(round_trip.to_array(), agent.to_array())
+
+
+# --- window scoring -------------------------------------------------------------------------------
+def _score_one_window(window_min, progress, reference, human_row, *, v1):
+    """score_windows on one slot whose ego drove 4 s straight at 5 m/s after a 2 s history like it."""
+    from omnigym.envs.driving.comfort import savgol_filters
+    from omnigym.envs.driving.scene import DT, HISTORY_STEPS, HORIZON_STEPS
+    from omnigym.envs.driving.step_results import WINDOW_MINIMA_METRICS
+    from omnigym.envs.driving.window_scores import score_windows
+
+    steps = HISTORY_STEPS + HORIZON_STEPS + 1
+    track = np.zeros((1, steps, 3))
+    track[0, :, 0] = 5.0 * DT * np.arange(steps)
+    sums = [np.zeros(1), np.zeros(1), np.zeros((1, len(metrics.SUB_METRICS))), np.zeros(1, np.int64)]
+    score_windows(
+        np.array([0]),
+        np.array([HISTORY_STEPS + HORIZON_STEPS]),
+        track,
+        np.array([window_min], float),
+        WINDOW_MINIMA_METRICS,
+        np.zeros(1),
+        np.zeros(1),
+        np.array([100.0 + progress]),
+        np.array([100.0]),
+        np.array([reference]),
+        np.array([[human_row]], float),
+        np.array([1]),
+        savgol_filters(HORIZON_STEPS + 1, DT),
+        savgol_filters(HISTORY_STEPS + HORIZON_STEPS + 1, DT),
+        metrics.PDMS_COLUMNS,
+        metrics.EPDMS_COLUMNS,
+        DT,
+        v1,
+        *sums,
+    )
+    pdms_sum, epdms_sum, window_sum, done = sums
+    assert done[0] == 1
+    return pdms_sum[0], epdms_sum[0], dict(zip(metrics.SUB_METRICS, window_sum[0], strict=True))
+
+
+def test_window_score_hand_numbers_with_a_static_collision_and_the_human_filter():
+    # window minima (nc, dac, ddc, tlc, ttc, lk): hit a parked car (NC 0.5), TTC violated
+    minima = [0.5, 1.0, 1.0, 1.0, 0.0, 1.0]
+    human = np.ones(len(metrics.SUB_METRICS))
+    human[metrics.SUB_METRICS.index("ttc")] = 0.0  # the human fails TTC too: EPDMS counts it passed
+    pdms_v1, epdms, subs = _score_one_window(minima, 20.0, 25.0, human, v1=True)
+    # straight at constant speed: comfortable alone and after its history; no EC pairs: EC 1
+    assert subs["c"] == 1.0 and subs["hc"] == 1.0 and subs["ec"] == 1.0
+    # v2 EP (reported, and EPDMS's): 20 / max(20 * 0.5, 25) = 0.8
+    assert subs["ep"] == pytest.approx(0.8)
+    # v1.1 EP: masked 10 / max(10, 25) = 0.4; PDMS = 0.5 * (5 * 0 + 5 * 0.4 + 2 * 1) / 12
+    assert pdms_v1 == pytest.approx(0.5 * 4.0 / 12)
+    pdms_v2, _, _ = _score_one_window(minima, 20.0, 25.0, human, v1=False)
+    assert pdms_v2 == pytest.approx(0.5 * 6.0 / 12)  # 0.5 * (0 + 5 * 0.8 + 2) / 12
+    # EPDMS: NC 0.5 * (5 EP 0.8 + 5 TTC (filtered to 1) + 2 LK + 2 HC + 2 EC) / 16
+    assert epdms == pytest.approx(0.5 * 15.0 / 16)
+
+
+def test_window_score_progress_below_the_threshold_counts_as_full():
+    minima = [1.0] * 6
+    human = np.ones(len(metrics.SUB_METRICS))
+    for v1 in (True, False):
+        pdms, epdms, subs = _score_one_window(minima, 3.0, 4.0, human, v1=v1)  # both under 5 m
+        assert subs["ep"] == 1.0 and pdms == pytest.approx(1.0) and epdms == pytest.approx(1.0)
+    # masked out entirely (an at-fault collision): v1.1 gives EP 0, and PDMS is 0 either way
+    pdms, _, _ = _score_one_window([0.0] + [1.0] * 5, 20.0, 25.0, human, v1=True)
+    assert pdms == 0.0
