@@ -15,9 +15,14 @@ Last line: one JSON object; ``ratio`` = the flat diffusion planner's PDMS / cons
 (above 1: the diffusion planner drives better than constant velocity), ``ratio_hierarchical`` =
 hierarchical PDMS / flat PDMS, and every figure.
 
-Usage: ``omnigym bench driving_diffusion [--quick] [--seed N] [--jobs N] [--threads N]`` (full: 200
-demonstration episodes, 6000 BC steps of 256 plans per planner, 100 test scenes, about 45 min on a
-2-core CPU; quick: 48 episodes, 800 steps of 128, 48 test scenes, about 7 min on one CPU thread).
+``--split hard`` evaluates on the hard split (tight curves, braking lead vehicles: see
+docs/envs/driving.md) and draws the demonstration scenes with the same settings (``scene`` =
+``HARD_SCENES`` on the train split).
+
+Usage: ``omnigym bench driving_diffusion [--quick] [--seed N] [--jobs N] [--threads N]
+[--split test|hard]`` (full: 200 demonstration episodes, 6000 BC steps of 256 plans per planner,
+100 test scenes, about 45 min on a 2-core CPU; quick: 48 episodes, 800 steps of 128, 48 test
+scenes, about 7 min on one CPU thread).
 ``--seed`` sets the planners' initialisation and window order (the demonstrations and test
 scenes stay the same), so that reruns measure the seed-to-seed spread; ``--jobs 2`` trains the
 two planners at once in two processes (the default for a full run on a CPU). ``--threads N``:
@@ -50,18 +55,25 @@ PLANNERS = ("diffusion_planner", "hierarchical_diffusion_planner")
 DATASET_ID = "omnigym/driving-pdm-closed-v0"
 
 
-def demonstrations(episodes: int, dataset_id: str) -> int:
+def scenes(split: str) -> tuple[dict[str, Any], str]:
+    """The training env kwargs and the evaluation split of ``--split`` (test or hard)."""
+    from omnigym.envs.driving.scenes import HARD_SCENES
+
+    return ({**TRAIN, "scene": HARD_SCENES}, "hard") if split == "hard" else (TRAIN, "test")
+
+
+def demonstrations(episodes: int, dataset_id: str, train: dict[str, Any] = TRAIN) -> int:
     """``pdm_closed``'s episodes on training scenes, collected to a Minari dataset; their step count."""
     from omnigym.core.registry import POLICIES
     from omnigym.platform.datasets import collect_dataset
     from omnigym.platform.vec_env import make_env
 
     planner_cls = POLICIES.get("pdm_closed")
-    env = make_env(ENV_ID, **{**TRAIN, **planner_cls.env_kwargs})
+    env = make_env(ENV_ID, **{**train, **planner_cls.env_kwargs})
     planner = planner_cls(planner_cls.config_class(), env.observation_space, env.action_space)
     env.close()
     return collect_dataset(
-        planner, ENV_ID, dataset_id, episodes=episodes, seed=0, env_kwargs=dict(TRAIN)
+        planner, ENV_ID, dataset_id, episodes=episodes, seed=0, env_kwargs=dict(train)
     ).steps
 
 
@@ -106,11 +118,13 @@ def behaviour_cloning(
     return {"train_s": round(train_s, 1), "final_loss": losses}
 
 
-def evaluate(policy: Any, episodes: int, env_kwargs: dict[str, Any] | None = None) -> dict[str, float]:
-    """PDMS and EPDMS of deterministic plans on the first ``episodes`` test scenes."""
+def evaluate(
+    policy: Any, episodes: int, env_kwargs: dict[str, Any] | None = None, split: str = "test"
+) -> dict[str, float]:
+    """PDMS and EPDMS of deterministic plans on the first ``episodes`` scenes of ``split``."""
     from omnigym.platform.evaluate import evaluate_policy
 
-    kwargs = {"split": "test", "num_scenes": episodes, "obs_keys": OBS_KEYS, **(env_kwargs or {})}
+    kwargs = {"split": split, "num_scenes": episodes, "obs_keys": OBS_KEYS, **(env_kwargs or {})}
     summary = evaluate_policy(
         policy, ENV_ID, episodes=episodes, seed=EVAL_SEED, num_envs=16, env_kwargs=kwargs
     ).summary()
@@ -142,6 +156,10 @@ def main() -> None:
         "--quick", action="store_true", help="48 episodes, 800 BC steps of 128, 48 test scenes"
     )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument(
+        "--split", choices=("test", "hard"), default="test",
+        help="evaluate on the test or the hard split (hard: demonstration scenes drawn like it)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="planners' initialisation and window order")
     parser.add_argument(
         "--jobs", type=int, default=0,
@@ -161,23 +179,25 @@ def main() -> None:
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MINARI_DATASETS_PATH"] = str(Path(tmp) / "datasets")
-        demo_steps = demonstrations(episodes, DATASET_ID)
+        train, split = scenes(args.split)
+        demo_steps = demonstrations(episodes, DATASET_ID, train)
         seconds = time.perf_counter() - start
         print(f"demonstrations: {demo_steps} planner steps, {episodes} training episodes ({seconds:.0f} s)")
         for name in ("constant_velocity", "pdm_closed"):
             policy, env_kwargs = baseline(name)
-            figures[name] = evaluate(policy, test_scenes, env_kwargs)
-            print(f"{name}: test PDMS {figures[name]['pdms']:.3f}, EPDMS {figures[name]['epdms']:.3f}")
+            figures[name] = evaluate(policy, test_scenes, env_kwargs, split)
+            print(f"{name}: {split} PDMS {figures[name]['pdms']:.3f}, EPDMS {figures[name]['epdms']:.3f}")
         work = [
             (name, bc_steps, batch_size, args.device, args.seed, str(Path(tmp) / name)) for name in PLANNERS
         ]
         trained = dict(zip(PLANNERS, map_in_processes(behaviour_cloning, work, jobs, threads), strict=True))
         for name in PLANNERS:
             tic = time.perf_counter()
-            row = {**evaluate(Policy.from_pretrained(Path(tmp) / name), test_scenes), **trained[name]}
+            planner = Policy.from_pretrained(Path(tmp) / name)
+            row = {**evaluate(planner, test_scenes, split=split), **trained[name]}
             figures[name] = {**row, "eval_s": round(time.perf_counter() - tic, 1)}
             print(
-                f"{name}: test PDMS {row['pdms']:.3f}, EPDMS {row['epdms']:.3f} "
+                f"{name}: {split} PDMS {row['pdms']:.3f}, EPDMS {row['epdms']:.3f} "
                 f"(BC {row['train_s']:.0f} s, eval {figures[name]['eval_s']:.0f} s, {row['final_loss']})"
             )
     flat, hier = figures["diffusion_planner"]["pdms"], figures["hierarchical_diffusion_planner"]["pdms"]
@@ -189,7 +209,8 @@ def main() -> None:
         "diffusion_pdms": flat, "hierarchical_pdms": hier,
         "constant_velocity_pdms": const, "pdm_closed_pdms": figures["pdm_closed"]["pdms"],
         "figures": figures, "demo_episodes": episodes, "demo_steps": demo_steps,
-        "bc_steps": bc_steps, "batch_size": batch_size, "test_scenes": test_scenes, "seed": args.seed,
+        "bc_steps": bc_steps, "batch_size": batch_size, "test_scenes": test_scenes, "split": split,
+        "seed": args.seed,
         "jobs": jobs, "torch_threads": threads, "device": args.device, "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip

@@ -19,8 +19,12 @@ and fine-tuning alike (``torch_threads`` in the JSON). Figures measured before t
 thread per core (2 on the 2-core machine of the docs' figures), and the fine-tuning with one
 thread (``runtime.torch_threads``).
 
-Usage: ``omnigym bench grpo_driving [--quick] [--threads N]`` (full: 120k fine-tuning steps per
-algorithm, 100 test scenes; quick: 40k steps, 48 test scenes).
+``--split hard`` evaluates on the hard split (tight curves, braking lead vehicles: see
+docs/envs/driving.md) and draws the training scenes with the same settings (``scene`` =
+``HARD_SCENES`` on the train split), demonstrations included.
+
+Usage: ``omnigym bench grpo_driving [--quick] [--threads N] [--split test|hard]`` (full: 120k
+fine-tuning steps per algorithm, 100 test scenes; quick: 40k steps, 48 test scenes).
 """
 
 from __future__ import annotations
@@ -45,7 +49,16 @@ POLICY = {"obs_keys": OBS_KEYS, "normalize_obs": True, "hidden_sizes": [256, 256
 FINE_TUNING = {"group_size": 8, "learning_rate": 1.0e-4, "num_epochs": 2, "max_episode_steps": 40}
 
 
-def demonstrations(num_envs: int, rollouts: int, steps: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+def scenes(split: str) -> tuple[dict[str, Any], str]:
+    """The training env kwargs and the evaluation split of ``--split`` (test or hard)."""
+    from omnigym.envs.driving.scenes import HARD_SCENES
+
+    return ({**TRAIN, "scene": HARD_SCENES}, "hard") if split == "hard" else (TRAIN, "test")
+
+
+def demonstrations(
+    num_envs: int, rollouts: int, steps: int, train: dict[str, Any] = TRAIN
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """The planner's observations and plans on training scenes, flattened to ``[B, ...]``."""
     from omnigym.core.registry import POLICIES
     from omnigym.platform.collect import RolloutCollector
@@ -53,7 +66,7 @@ def demonstrations(num_envs: int, rollouts: int, steps: int) -> tuple[dict[str, 
 
     planner_cls = POLICIES.get("pdm_closed")
     config = EnvConfig(
-        id=ENV_ID, num_envs=num_envs, vectorization="vector", kwargs={**TRAIN, **planner_cls.env_kwargs}
+        id=ENV_ID, num_envs=num_envs, vectorization="vector", kwargs={**train, **planner_cls.env_kwargs}
     )
     envs = make_vec_env(config)
     planner = planner_cls(planner_cls.config_class(), envs.single_observation_space, envs.single_action_space)
@@ -99,32 +112,43 @@ def behaviour_cloning(obs: dict[str, torch.Tensor], actions: torch.Tensor, epoch
     return policy
 
 
-def evaluate(policy: Any, episodes: int, env_kwargs: dict[str, Any] | None = None) -> dict[str, float]:
-    """PDMS and EPDMS of deterministic plans on the first ``episodes`` test scenes."""
+def evaluate(
+    policy: Any, episodes: int, env_kwargs: dict[str, Any] | None = None, split: str = "test"
+) -> dict[str, float]:
+    """PDMS and EPDMS of deterministic plans on the first ``episodes`` scenes of ``split``."""
     from omnigym.platform.evaluate import evaluate_policy
 
-    kwargs = {"split": "test", "num_scenes": episodes, "obs_keys": OBS_KEYS, **(env_kwargs or {})}
+    kwargs = {"split": split, "num_scenes": episodes, "obs_keys": OBS_KEYS, **(env_kwargs or {})}
     summary = evaluate_policy(policy, ENV_ID, episodes=episodes, seed=EVAL_SEED, env_kwargs=kwargs).summary()
     return {"pdms": round(summary["pdms_mean"], 4), "epdms": round(summary["epdms_mean"], 4)}
 
 
 def fine_tune(
-    algo: str, start: Any, steps: int, episodes: int, evals: int, run_dir: Path, threads: int
+    algo: str,
+    start: Any,
+    steps: int,
+    episodes: int,
+    evals: int,
+    run_dir: Path,
+    threads: int,
+    split: str = "test",
 ) -> list[tuple[int, float]]:
-    """Fine-tune a copy of ``start`` with ``algo`` on ``threads`` torch threads; the test PDMS curve."""
+    """Fine-tune a copy of ``start`` with ``algo`` on ``threads`` threads; the PDMS curve on ``split``."""
     import yaml
 
     from omnigym.platform.experiment import load_experiment
     from omnigym.platform.trainers.on_policy import OnPolicyTrainer
 
+    train, eval_split = scenes(split)
+
     spec = {
         "name": f"{algo}_driving_finetune", "seed": 1, "total_steps": steps,
         "defaults": {"env": "driving_plan", "policy": "mlp", "algo": algo, "runtime": "local"},
         "runtime": {"torch_threads": threads},
-        "env": {"num_envs": 32, "kwargs": TRAIN},
+        "env": {"num_envs": 32, "kwargs": train},
         "policy": POLICY, "algo": FINE_TUNING,
         "eval": {"every_steps": steps // evals, "episodes": episodes, "seed": EVAL_SEED,
-                 "env_kwargs": {"split": "test", "num_scenes": episodes}},
+                 "env_kwargs": {"split": eval_split, "num_scenes": episodes}},
         "log": {"progress": False, "tensorboard": False}, "run_dir": str(run_dir),
     }  # fmt: skip
     path = run_dir.with_suffix(".yaml")
@@ -149,6 +173,10 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="40k fine-tuning steps, 48 test scenes")
     parser.add_argument(
+        "--split", choices=("test", "hard"), default="test",
+        help="evaluate on the test or the hard split (hard: training scenes drawn like it)",
+    )  # fmt: skip
+    parser.add_argument(
         "--threads", type=int, default=None, metavar="N",
         help="torch CPU threads (default $OMNIGYM_THREADS, else 1)",
     )  # fmt: skip
@@ -156,25 +184,27 @@ def main() -> None:
     threads = apply_thread_policy(args.threads)
     steps, episodes = (40_000, 48) if args.quick else (120_000, 100)
     start = time.perf_counter()
-    obs, actions = demonstrations(num_envs=32, rollouts=3, steps=64)
+    train, eval_split = scenes(args.split)
+    obs, actions = demonstrations(num_envs=32, rollouts=3, steps=64, train=train)
     seconds = time.perf_counter() - start
     print(f"demonstrations: {len(actions)} planner steps on training scenes ({seconds:.0f} s)")
     bc = behaviour_cloning(obs, actions, epochs=30)
     planner_cls = POLICIES.get("pdm_closed")
-    env = make_env(ENV_ID, **{**TRAIN, **planner_cls.env_kwargs})
+    env = make_env(ENV_ID, **{**train, **planner_cls.env_kwargs})
     planner = planner_cls(planner_cls.config_class(), env.observation_space, env.action_space)
     env.close()
     figures: dict[str, Any] = {
-        "planner": evaluate(planner, episodes, planner_cls.env_kwargs),
-        "bc": evaluate(bc, episodes),
+        "planner": evaluate(planner, episodes, planner_cls.env_kwargs, eval_split),
+        "bc": evaluate(bc, episodes, split=eval_split),
     }
-    print(f"test PDMS: planner {figures['planner']['pdms']:.3f}, BC start {figures['bc']['pdms']:.3f}")
+    planner_pdms, bc_pdms = figures["planner"]["pdms"], figures["bc"]["pdms"]
+    print(f"{eval_split} PDMS: planner {planner_pdms:.3f}, BC start {bc_pdms:.3f}")
     with tempfile.TemporaryDirectory() as tmp:
         for algo in ("grpo", "mdpo"):
-            curve = fine_tune(algo, bc, steps, episodes, evals=4, run_dir=Path(tmp) / algo, threads=threads)
+            run_dir = Path(tmp) / algo
+            curve = fine_tune(algo, bc, steps, episodes, 4, run_dir, threads, split=args.split)
             figures[f"{algo}_curve"] = curve
-            print(f"{algo}: test PDMS by step {curve}")
-    bc_pdms = figures["bc"]["pdms"]
+            print(f"{algo}: {eval_split} PDMS by step {curve}")
     grpo_final, mdpo_final = figures["grpo_curve"][-1][1], figures["mdpo_curve"][-1][1]
     print(json.dumps({
         "bench": "grpo_driving",
@@ -183,7 +213,8 @@ def main() -> None:
         "bc_pdms": bc_pdms, "grpo_pdms": grpo_final, "mdpo_pdms": mdpo_final,
         "planner_pdms": figures["planner"]["pdms"],
         **{k: v for k, v in figures.items() if k.endswith("_curve")},
-        "fine_tuning_steps": steps, "test_scenes": episodes, "torch_threads": threads, "quick": args.quick,
+        "fine_tuning_steps": steps, "test_scenes": episodes, "split": eval_split,
+        "torch_threads": threads, "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
     }))  # fmt: skip
 
