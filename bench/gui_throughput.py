@@ -14,7 +14,11 @@ browser steps/s (random clicks), ``ratio_oracle`` the same with the oracle on th
 ``ratio_512`` at 512x512. Without Chromium or miniwob the real side is skipped and the ratios are
 null (the reason is printed).
 
-Usage: ``omnigym bench gui_throughput [--quick]``
+``--families`` also times every synthetic family with the ``gui_oracle`` policy for a fixed number
+of seeded episodes (200; 20 with ``--quick``) at 160x210 and 512x512 (image + text) and text only
+(``obs_keys: [text]``, which paints nothing): the per-family table of docs/envs/gui.md.
+
+Usage: ``omnigym bench gui_throughput [--quick] [--families]``
 """
 
 from __future__ import annotations
@@ -93,6 +97,43 @@ def measure_synthetic(size: tuple[int, int], policy_name: str, seconds: float) -
     return {"steps_per_s": float(np.mean(rates)), "success_rate": float(np.mean(success))}
 
 
+def episodes_per_family(episodes: int) -> dict[str, dict[str, float]]:
+    """Oracle steps/s of every synthetic family over ``episodes`` seeded episodes, per observation setting."""
+    import gymnasium as gym
+
+    import omnigym.envs
+
+    omnigym.envs.register_envs()
+    settings = {"160x210": {"width": 160, "height": 210}, "512x512": {"width": 512, "height": 512}}
+    settings["text_only"] = {"obs_keys": ["text"]}
+    families = sorted(k.split("GUI-")[1][:-3] for k in gym.registry if k.startswith("omnigym/GUI-"))
+    rows: dict[str, dict[str, float]] = {}
+    for family in families:
+        rows[family] = {}
+        for setting, kwargs in settings.items():
+            env = gym.make(f"omnigym/GUI-{family}-v0", **kwargs)
+            policy = oracle()
+            steps, successes, wall = 0, 0, 0.0
+            for seed in range(episodes):
+                start = time.perf_counter()
+                obs, _ = env.reset(seed=seed)
+                wall += time.perf_counter() - start
+                steps, done = steps + 1, False
+                while not done:
+                    action = policy(obs)
+                    start = time.perf_counter()
+                    obs, _, terminated, truncated, info = env.step(action)
+                    wall += time.perf_counter() - start
+                    steps, done = steps + 1, terminated or truncated
+                successes += int(info["is_success"])
+            env.close()
+            rows[family][f"{setting}_steps_per_s"] = steps / wall
+            rows[family][f"{setting}_success_rate"] = successes / episodes
+        rates = (f"{s} {rows[family][f'{s}_steps_per_s']:,.0f} steps/s" for s in settings)
+        print(f"{family}: " + ", ".join(rates))
+    return rows
+
+
 def measure_real(seconds: float) -> dict[str, float]:
     """Mean steps/s of the four MiniWoB++ tasks (random clicks), and the browser start-up time."""
     from omnigym.envs.gui.miniwob import make_miniwob_env
@@ -114,6 +155,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="short timings (about a minute in all)")
+    parser.add_argument(
+        "--families", action="store_true", help="also every family with the oracle (200 episodes; quick: 20)"
+    )
     args = parser.parse_args()
     from omnigym.platform.runtime import apply_thread_policy
 
@@ -155,6 +199,8 @@ def main() -> None:
         "torch_threads": threads,
         "quick": args.quick,
     }
+    if args.families:
+        figures["families"] = episodes_per_family(20 if args.quick else 200)
     print(json.dumps(figures))
 
 

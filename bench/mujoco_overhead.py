@@ -27,7 +27,11 @@ Last line: one JSON object; ``ratio`` = omnigym steps/s / raw-loop steps/s of th
 HalfCheetah steps/s / its raw loop, ``pixel_ms_per_frame_<task>``, and
 ``vector_<task>_<n>_steps_per_s``, ``vector_1thread_...`` and ``sync_...`` for the batched env.
 
-Usage: ``omnigym bench mujoco_overhead [--quick]``
+``--render-sizes`` also times ``render()`` alone on PushT (``top`` camera) and PickPlace
+(``front``) at 64², 96², 128² and 256² (median of 3 x 200 frames; ``frame_ms_<task>_<size>``): the
+render-time table of docs/envs/manipulation.md.
+
+Usage: ``omnigym bench mujoco_overhead [--quick] [--render-sizes]``
 """
 
 from __future__ import annotations
@@ -194,6 +198,31 @@ def measure_pixels(task: str, actions: np.ndarray, repeats: int = REPEATS) -> fl
     return 1000.0 * (seconds["pixels"] - seconds["state"]) / len(actions)
 
 
+RENDER_SIZES = (64, 96, 128, 256)
+
+
+def measure_frames(task: str, size: int, frames: int = 200, repeats: int = 3) -> float | None:
+    """Median milliseconds of one ``render()`` frame of ``size`` x ``size``; None without OpenGL."""
+    import gymnasium as gym
+
+    mujoco = _mujoco()
+    env = gym.make(f"omnigym/{task}-v0", render_mode="rgb_array", render_size=size)
+    env.reset(seed=0)
+    try:
+        env.render()  # the renderer is made at the first frame: not timed
+    except mujoco.FatalError as exc:
+        print(f"{task}: no offscreen OpenGL, frames not timed ({exc})")
+        return None
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(frames):
+            env.render()
+        times.append((time.perf_counter() - start) / frames)
+    env.close()
+    return 1000.0 * float(np.median(times))
+
+
 def measure_vector(task: str, num_envs: int, env_steps: int, repeats: int = REPEATS) -> dict[str, float]:
     """Env steps/s of ``num_envs`` copies: batched (default threads and one), and SyncVectorEnv.
 
@@ -240,6 +269,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="short timings (under a minute)")
+    parser.add_argument(
+        "--render-sizes", action="store_true", help="also render() alone at 64-256 px (PushT, PickPlace)"
+    )
     args = parser.parse_args()
     from omnigym.platform.runtime import apply_thread_policy
 
@@ -274,6 +306,10 @@ def main() -> None:
             for name in ("vector", "vector_1thread", "sync"):
                 figures[f"{name}_{task}_{num_envs}_steps_per_s"] = vector[name]
             figures["vector_threads"] = vector["threads"]
+    for task in ("PushT", "PickPlace") if args.render_sizes else ():
+        for size in RENDER_SIZES:
+            figures[f"frame_ms_{task}_{size}"] = measure_frames(task, size)
+            print(f"{task:10s} render() {size}x{size}: {figures[f'frame_ms_{task}_{size}']} ms")
     worst = min(figures[f"ratio_{task}"] for task in TASKS)
     figures["loadavg"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     figures["cores"] = os.cpu_count()
