@@ -118,7 +118,7 @@ def _train_seeds(args: argparse.Namespace) -> int:
 
     summary = train_seeds(args.experiment, args.seeds, args.overrides)
     print(f"{len(args.seeds)} seeds, runs under {summary['root']}:")
-    for label in ("final_return", "best_return", "final_normalized_score"):
+    for label in ("final_return", "best_return", "final_normalized_score", "best_normalized_score"):
         if label not in summary:
             continue
         a = summary[label]

@@ -22,15 +22,16 @@ def train_seeds(
 ) -> dict[str, Any]:
     """Train ``experiment`` once per seed and aggregate the evaluation returns across seeds.
 
-    Runs go to ``root/seed_<s>``, each with its ``report.md``; the final and the best returns are
-    aggregated into ``root/aggregate.json``. A ``root`` that holds anything is refused.
+    Runs go to ``root/seed_<s>``, each with its ``report.md``; the final and the best returns (and
+    the D4RL normalised scores, where the env has them) are aggregated into ``root/aggregate.json``.
+    A ``root`` that holds anything is refused.
     """
     if not seeds:
         raise ValueError("train_seeds needs at least one seed")
     first = load_experiment(experiment, overrides)
     root = root or Path("runs") / f"{first.name}-seeds-{time.strftime('%Y%m%d-%H%M%S')}"
     check_new_run_dir(root)
-    finals, bests, scores, runs = [], [], [], {}
+    finals, bests, scores, best_scores, runs = [], [], [], [], {}
     for seed in seeds:
         run_dir = root / f"seed_{seed}"
         config = load_experiment(experiment, [*overrides, f"seed={seed}", f"run_dir={run_dir}"])
@@ -40,13 +41,14 @@ def train_seeds(
             run_dir, config, result.final_eval, result.best_eval,
             total_steps=result.total_steps, wall_minutes=(time.perf_counter() - start) / 60,
         )  # fmt: skip
+        best_eval = result.best_eval or result.final_eval
+        finals.append(result.final_eval["return_mean"])
+        bests.append(best_eval["return_mean"])
+        runs[str(seed)] = {"run_dir": str(run_dir), "final_return": finals[-1], "best_return": bests[-1]}
         if "normalized_score_mean" in result.final_eval:
             scores.append(result.final_eval["normalized_score_mean"])
-        finals.append(result.final_eval["return_mean"])
-        bests.append(
-            result.best_eval["return_mean"] if result.best_eval else result.final_eval["return_mean"]
-        )
-        runs[str(seed)] = {"run_dir": str(run_dir), "final_return": finals[-1], "best_return": bests[-1]}
+            best_scores.append(best_eval["normalized_score_mean"])
+            runs[str(seed)] |= {"final_normalized_score": scores[-1], "best_normalized_score": best_scores[-1]}
     summary = {
         "experiment": experiment,
         "seeds": list(seeds),
@@ -56,6 +58,7 @@ def train_seeds(
     }
     if len(scores) == len(finals):  # D4RL tasks: the normalised score across seeds too
         summary["final_normalized_score"] = aggregate_runs(scores)
+        summary["best_normalized_score"] = aggregate_runs(best_scores)
     root.mkdir(parents=True, exist_ok=True)
     (root / AGGREGATE_FILE).write_text(json.dumps(summary, indent=2))
     summary["root"] = str(root)
