@@ -48,7 +48,8 @@ def train_seeds(
         if "normalized_score_mean" in result.final_eval:
             scores.append(result.final_eval["normalized_score_mean"])
             best_scores.append(best_eval["normalized_score_mean"])
-            runs[str(seed)] |= {"final_normalized_score": scores[-1], "best_normalized_score": best_scores[-1]}
+            runs[str(seed)]["final_normalized_score"] = scores[-1]
+            runs[str(seed)]["best_normalized_score"] = best_scores[-1]
     summary = {
         "experiment": experiment,
         "seeds": list(seeds),

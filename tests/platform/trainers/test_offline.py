@@ -73,9 +73,11 @@ def reach_baselines(reach_dataset: Path, tmp_path_factory: pytest.TempPathFactor
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MINARI_DATASETS_PATH", str(reach_dataset))
         run_dir = tmp_path_factory.mktemp("bc")
-        bc = run(
-            "td3bc_reach", run_dir, "algo=bc", "policy=iql_actor", "total_steps=1500", *REACH_SMALL
-        ).train().final_eval
+        bc = (
+            run("td3bc_reach", run_dir, "algo=bc", "policy=iql_actor", "total_steps=1500", *REACH_SMALL)
+            .train()
+            .final_eval
+        )
     return {"random": random, "bc": bc}
 
 
