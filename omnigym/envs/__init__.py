@@ -11,6 +11,7 @@ import gymnasium as gym
 _DRIVING = "omnigym.envs.driving.env:DrivingEnv"
 _DRIVING_VECTOR = "omnigym.envs.driving.env:DrivingVectorEnv"
 _GUI = "omnigym.envs.gui.env:GUIEnv"
+_GYM_PUSHT = "omnigym.envs.manipulation.gym_pusht:GymPushTEnv"
 _GAMES = "omnigym.envs.games"
 ATARI_100K_GAMES = (
     "Alien", "Amidar", "Assault", "Asterix", "BankHeist", "BattleZone", "Boxing", "Breakout",
@@ -78,6 +79,9 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     *_manipulation("PushCube", "cube:PushCubeEnv", max_episode_steps=100),
     *_manipulation("PickPlace", "cube:PickPlaceEnv", max_episode_steps=150),
     *_manipulation("PushCubeTwoStage", "two_stage:PushCubeTwoStageEnv", max_episode_steps=150),
+    # LeRobot's gym-pusht (pymunk) under omnigym's conventions (docs/envs/manipulation-adapters.md)
+    ("omnigym/GymPushT-v0", _GYM_PUSHT, {"max_episode_steps": 300}),
+    ("omnigym/GymPushTPixels-v0", _GYM_PUSHT, {"max_episode_steps": 300, "kwargs": {"obs_type": "pixels"}}),
     # batched torch reach in Isaac Lab's conventions (docs/envs/manipulation-adapters.md):
     # vectorization `vector` gives the torch env that stays on its device, `sync` NumPy copies
     (

@@ -26,7 +26,7 @@ from gymnasium import spaces
 
 from omnigym.core.policy import Policy, PolicyConfig
 from omnigym.core.types import OBS_STATE, Obs, PolicyStep
-from omnigym.envs.manipulation import cube, pusht, tabletop, two_stage
+from omnigym.envs.manipulation import cube, gym_pusht, pusht, tabletop, two_stage
 from omnigym.envs.manipulation.pushing import PushPlanner
 from omnigym.envs.manipulation.skills import CM, Skill, format_skill
 from omnigym.envs.manipulation.tabletop import move_action
@@ -48,6 +48,14 @@ class PushTExpertConfig(ExpertConfig):
     type: str = "pusht_expert"
     noise_std: float = 0.01
     """0.01 is 3.8 mm of pusher target."""
+
+
+@dataclass
+class GymPushTExpertConfig(ExpertConfig):
+    """``gym_pusht_expert``; 0.01 is 2.6 px of agent target (of 512)."""
+
+    type: str = "gym_pusht_expert"
+    noise_std: float = 0.01
 
 
 @dataclass
@@ -86,14 +94,20 @@ class ScriptedExpert(Policy):
     action_spaces: ClassVar[tuple[type[spaces.Space], ...]] = (spaces.Box,)
     state_dim: ClassVar[int] = 0
     action_dim: ClassVar[int] = 0
+    state_key: ClassVar[str] = OBS_STATE
+    """The observation key the expert reads (a privileged one where the task's ``state`` is partial)."""
 
     def __init__(
         self, config: ExpertConfig, observation_space: spaces.Dict, action_space: spaces.Space
     ) -> None:
         super().__init__(config, observation_space, action_space)
-        state = observation_space.spaces.get(OBS_STATE)
+        state = observation_space.spaces.get(self.state_key)
         if state is None or state.shape != (self.state_dim,):
-            raise ValueError(f"{self.name} reads the task's 'state' observation ({self.state_dim} values)")
+            made_with = f" (make the env with privileged=['{self.state_key}'])" if self.env_kwargs else ""
+            raise ValueError(
+                f"{self.name} reads the task's {self.state_key!r} observation ({self.state_dim} values)"
+                f"{made_with}"
+            )
         self.writes_skills = isinstance(action_space, spaces.Text) and spaces.Text in self.action_spaces
         """Whether the env takes written skills (``action_space="text"``) instead of numbers."""
         box = isinstance(action_space, spaces.Box) and action_space.shape == (self.action_dim,)
@@ -109,7 +123,7 @@ class ScriptedExpert(Policy):
 
         In a text env: a list of ``B`` skills written out (``skills.format_skill``).
         """
-        state = obs[OBS_STATE].detach().cpu().numpy().astype(np.float64)
+        state = obs[self.state_key].detach().cpu().numpy().astype(np.float64)
         noisy = not deterministic and self.config.noise_std > 0
         batch = state.shape[0]
         action: Any
@@ -399,11 +413,46 @@ class PushTExpert(ScriptedExpert):
             return
         for i in torch.as_tensor(done_mask).nonzero().flatten().tolist():
             if i < len(self._planners):
-                self._planners[i] = PushPlanner()
+                self._planners[i] = self._new_planner()
+
+    def _new_planner(self) -> PushPlanner:
+        """The planner of one batch row's episode."""
+        return PushPlanner()
 
     def actions(self, state: np.ndarray) -> np.ndarray:
         """Each row's planner target, as an absolute pusher action."""
         while len(self._planners) < len(state):
-            self._planners.append(PushPlanner())
+            self._planners.append(self._new_planner())
         targets = np.array([planner.target(row) for planner, row in zip(self._planners, state, strict=False)])
         return np.clip(targets / pusht.WORKSPACE, -1.0, 1.0)
+
+
+class GymPushTExpert(PushTExpert):
+    """``pusht_expert``'s planner on LeRobot's gym-pusht (``omnigym/GymPushT-v0`` and its pixels twin).
+
+    Reads the privileged ``expert_state`` (the env adds it when made with
+    ``privileged=["expert_state"]``; ``omnigym eval`` and ``collect`` do so), converts it to the
+    MuJoCo port's frame (``gym_pusht.planner_state``), plans with the block's own inertia ratio
+    (``gym_pusht.BLOCK_RHO2``), and asks gym-pusht's PD controller for the command that puts the
+    agent on the planner's target by the end of the step (``gym_pusht.action_to_reach``).
+    """
+
+    name: ClassVar[str] = "gym_pusht_expert"
+    config_class: ClassVar[type[PolicyConfig]] = GymPushTExpertConfig
+    state_dim: ClassVar[int] = gym_pusht.EXPERT_STATE_DIM
+    state_key: ClassVar[str] = gym_pusht.EXPERT_STATE
+    env_kwargs: ClassVar[dict[str, Any]] = {"privileged": [gym_pusht.EXPERT_STATE]}
+
+    def _new_planner(self) -> PushPlanner:
+        """A planner with gym-pusht's block inertia ratio."""
+        return PushPlanner(rho2=gym_pusht.BLOCK_RHO2)
+
+    def actions(self, state: np.ndarray) -> np.ndarray:
+        """Each row's planner target in pixels, reached by the end of the step."""
+        while len(self._planners) < len(state):
+            self._planners.append(self._new_planner())
+        rows = []
+        for planner, row in zip(self._planners, state, strict=False):
+            target = gym_pusht.CENTRE_PX + gym_pusht.PX_PER_M * planner.target(gym_pusht.planner_state(row))
+            rows.append(gym_pusht.action_to_reach(target, row[0:2], row[2:4]))
+        return np.array(rows)

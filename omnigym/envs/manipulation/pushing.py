@@ -79,9 +79,15 @@ def _wrap(angle: float) -> float:
 class PushPlanner:
     """Pusher targets for one episode of PushT; remembers the push in progress."""
 
-    def __init__(self) -> None:
+    def __init__(self, rho2: float = RHO2) -> None:
+        self.rho2 = rho2
+        """Turning over sliding resistance of the block (m²): ``RHO2`` for omnigym's MuJoCo PushT; for
+        a block that moves only by contact impulses, its moment of inertia over its mass."""
         self.contact: int | None = None
         """Index into ``OUTLINE_POINTS`` of the push in progress."""
+        self.orbit: tuple[int | None, float] | None = None
+        """The contact the pusher is rounding the block for, and the way round (+1 or -1): kept
+        until the contact changes, so the pusher does not swing between the two ways."""
 
     def target(self, state: np.ndarray) -> np.ndarray:
         """The pusher's next target position (world, m) for a PushT ``state`` vector."""
@@ -97,12 +103,16 @@ class PushPlanner:
         points = arms + pose[:2]
         push = -normals
         torque = arms[:, 0] * push[:, 1] - arms[:, 1] * push[:, 0]
-        gain = 1.0 / (1.0 + torque**2 / RHO2)  # block motion per unit of pusher travel
-        motion = np.column_stack([push, ANGLE_SCALE * torque / RHO2]) * gain[:, None]
-        along = motion @ error
-        norm2 = np.einsum("ij,ij->i", motion, motion)
-        travel = np.where(along > 0, along / norm2, 0.0)  # least-squares pusher travel
-        reduction = np.where(travel > MIN_TRAVEL, along * travel, 0.0)  # drop in squared error
+        gain = 1.0 / (1.0 + torque**2 / self.rho2)  # block motion per unit of pusher travel
+        motion = np.column_stack([push, ANGLE_SCALE * torque / self.rho2]) * gain[:, None]
+        starts = points + normals * (PUSHER_RADIUS + STANDOFF)
+        reachable = np.abs(starts).max(axis=1) <= WORKSPACE
+        travel, reduction = _least_squares_pushes(motion, error, reachable)
+        if reduction.max() <= 0:  # against a wall, no reachable push helps: bring it inwards first
+            inwards = np.array([-pose[0], -pose[1], 0.0])
+            travel, reduction = _least_squares_pushes(motion, inwards, reachable)
+        if reduction.max() <= 0:
+            travel, reduction = _least_squares_pushes(motion, error, np.ones_like(reachable))
 
         # Go on with the push in progress while it reduces the error well and the pusher is on it.
         i = self.contact
@@ -113,10 +123,9 @@ class PushPlanner:
         ):
             return self._press(points[i], normals[i], travel[i])
         if i is None or reduction[i] <= 0.5 * reduction.max():
-            starts = points + normals * (PUSHER_RADIUS + STANDOFF)
             distance = np.linalg.norm(starts - pusher, axis=1)
             i = self.contact = int(np.argmax(reduction / (1.0 + distance / SWITCH_COST)))
-        start = points[i] + normals[i] * (PUSHER_RADIUS + STANDOFF)
+        start = starts[i]
         if np.linalg.norm(start - pusher) < 0.006 or self._on_contact(pusher, points[i], normals[i]):
             return self._press(points[i], normals[i], travel[i])
         return _clip(self._waypoint(pusher, start, pose))
@@ -134,8 +143,7 @@ class PushPlanner:
         """Target that pushes the contact ``travel`` (at most ``PUSH_STEP``) into the block."""
         return _clip(point + normal * (PUSHER_RADIUS - min(travel, PUSH_STEP)))
 
-    @staticmethod
-    def _waypoint(pusher: np.ndarray, destination: np.ndarray, pose: tblock.Pose) -> np.ndarray:
+    def _waypoint(self, pusher: np.ndarray, destination: np.ndarray, pose: tblock.Pose) -> np.ndarray:
         """Next point towards ``destination``: straight when clear of the T, else around it."""
         offset = destination - pusher
         length = float(np.linalg.norm(offset))
@@ -148,13 +156,46 @@ class PushPlanner:
         centre = np.array(pose[:2])
         rel = pusher - centre
         radius = float(np.linalg.norm(rel))
-        if radius < ORBIT_RADIUS - 0.01:  # out first, away from the centre
-            return centre + rel * min(ORBIT_RADIUS, radius + TRAVEL_STEP) / max(radius, 1e-9)
+        out = centre + rel * min(ORBIT_RADIUS, radius + TRAVEL_STEP) / max(radius, 1e-9)
+        if radius < ORBIT_RADIUS - 0.01 and np.abs(out).max() <= WORKSPACE:  # out first, away from the centre
+            return out
+        # round the block on the orbit (or, squeezed by a wall, at the pusher's distance), the
+        # short way unless the workspace's edge cuts it
+        radius = min(ORBIT_RADIUS, max(radius, CLEARANCE))
         here = math.atan2(rel[1], rel[0])
         there = math.atan2(destination[1] - centre[1], destination[0] - centre[0])
         turn = _wrap(there - here)
-        step = math.copysign(min(abs(turn), TRAVEL_STEP / ORBIT_RADIUS), turn)
-        return centre + ORBIT_RADIUS * np.array([math.cos(here + step), math.sin(here + step)])
+        if self.orbit is None or self.orbit[0] != self.contact:
+            way = math.copysign(1.0, turn) * (1.0 if _arc_inside(centre, radius, here, turn) else -1.0)
+            self.orbit = (self.contact, way)
+        if turn * self.orbit[1] < 0:
+            turn += 2 * math.pi * self.orbit[1]
+        step = math.copysign(min(abs(turn), TRAVEL_STEP / radius), turn)
+        return centre + radius * np.array([math.cos(here + step), math.sin(here + step)])
+
+
+def _least_squares_pushes(
+    motion: np.ndarray, error: np.ndarray, allowed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per contact: the pusher travel that best reduces ``error`` (least squares), and its gain.
+
+    The gain is the drop in squared error (0 where not ``allowed`` or the travel is too short).
+    """
+    along = motion @ error
+    norm2 = np.einsum("ij,ij->i", motion, motion)
+    travel = np.where(along > 0, along / norm2, 0.0)
+    reduction = np.where((travel > MIN_TRAVEL) & allowed, along * travel, 0.0)
+    return travel, reduction
+
+
+def _arc_inside(centre: np.ndarray, radius: float, start: float, turn: float) -> bool:
+    """Whether an arc about ``centre`` from angle ``start`` through ``turn`` stays in the workspace.
+
+    Sampled every 0.1 rad.
+    """
+    angles = start + np.linspace(0.0, turn, max(2, math.ceil(abs(turn) / 0.1) + 1))
+    arc = centre + radius * np.column_stack([np.cos(angles), np.sin(angles)])
+    return bool(np.abs(arc).max() <= WORKSPACE)
 
 
 def _clip(point: np.ndarray) -> np.ndarray:
