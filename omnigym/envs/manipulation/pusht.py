@@ -7,6 +7,8 @@ block is viscous joint damping, so the block stops when it is no longer pushed.
 
 Success: the block covers the target T by at least ``success_coverage`` (95 %) of its area,
 computed exactly (``tblock.coverage``). Reward: the coverage (dense) or 1 on success (sparse).
+``info`` has ``coverage`` and ``max_coverage``, the best coverage of the episode's steps so far
+(the per-episode figure of LeRobot's and the Diffusion Policy paper's PushT protocol).
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ class PushTEnv(ManipulationEnv):
         self._goal_state = np.array([gx, gy, math.cos(gyaw), math.sin(gyaw)], np.float32)
         self._block_dofs = np.arange(3)
         self._base_drag = self.model.dof_damping[self._block_dofs].copy()
+        self._max_coverage = 0.0
 
     def _reset_task(self, rng: np.random.Generator) -> None:
         cfg = self.config
@@ -123,7 +126,17 @@ class PushTEnv(ManipulationEnv):
             dtype=np.float32,
         )
 
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """An episode as the base makes it; ``max_coverage`` counts its steps, not its start."""
+        obs, info = super().reset(seed=seed, options=options)
+        self._max_coverage = info["max_coverage"] = 0.0  # as LeRobot's per-step figure
+        return obs, info
+
     def _score(self, state: np.ndarray) -> tuple[bool, float, dict[str, Any]]:
         qpos = self.data.qpos
         covered = tblock.coverage((float(qpos[0]), float(qpos[1]), float(qpos[2])), self.goal)
-        return covered >= self.config.success_coverage, covered, {"coverage": covered}
+        self._max_coverage = max(self._max_coverage, covered)
+        info = {"coverage": covered, "max_coverage": self._max_coverage}
+        return covered >= self.config.success_coverage, covered, info

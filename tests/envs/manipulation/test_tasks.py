@@ -67,6 +67,21 @@ def test_coverage_of_disjoint_poses_is_zero() -> None:
     assert tblock.coverage((0.2, 0.0, 0.0), (0.0, 0.0, 0.0)) == pytest.approx(0.0, abs=1e-12)
 
 
+def test_pusht_max_coverage_is_the_running_maximum_of_the_steps() -> None:
+    """LeRobot's per-episode figure: the best coverage over the steps (the start does not count)."""
+    env = make(PushTEnv)
+    _, info = env.reset(seed=6)
+    assert info["max_coverage"] == 0.0
+    rng, seen = np.random.default_rng(0), []
+    for _ in range(30):
+        _, _, _, _, info = env.step(rng.uniform(-1, 1, 2))
+        seen.append(info["coverage"])
+        assert info["max_coverage"] == max(seen)
+    assert info["max_coverage"] > 0.4 and info["coverage"] < 0.01  # pushed over the goal and off it
+    _, info = env.reset(seed=5)
+    assert info["max_coverage"] == 0.0  # a new episode starts from nothing
+
+
 def test_coverage_of_half_shifts_matches_hand_computed_areas() -> None:
     assert pytest.approx(T_AREA) == tblock.AREA
     # Half the bar's width along x: only the bars overlap, 0.1 x 0.05 m.
