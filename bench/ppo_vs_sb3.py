@@ -4,9 +4,9 @@ Both train the same network (64-64 tanh actor and critic, orthogonal init) with 
 hyperparameters on the same env, each in its own fresh process (so neither inherits the other's
 torch settings) with the same torch thread count (``--threads N``, default ``$OMNIGYM_THREADS``,
 else 1; ``torch_threads`` in the JSON), one after the other. Both are then evaluated with the same
-seeds. Figures measured before ``--threads`` existed (issue 27) ran omnigym on one thread (its
-``runtime.torch_threads``) and SB3 on torch's default, one thread per core (2 on the 2-core
-machine of the README's table).
+seeds. The README's table is a full run with ``--threads 1``; figures measured before ``--threads``
+existed ran omnigym on one thread (its ``runtime.torch_threads``) and SB3 on torch's default, one
+thread per core (2 on the 2-core machine), and the README gives them beside it.
 
 The value losses are made equal: SB3 uses ``vf_coef * mean((R - V)^2)`` without value clipping,
 which is omnigym's ``clip_vloss=False`` with ``vf_coef`` doubled (omnigym keeps CleanRL's 0.5).
@@ -31,7 +31,7 @@ import tempfile
 import time
 from typing import Any
 
-DURATIONS = {"quick": "about 30 s", "full": "not recorded"}
+DURATIONS = {"quick": "about 30 s", "full": "about 19 min"}
 """On a 2-core CPU: README.md, "Benchmark: PPO against Stable-Baselines3"; no full run time recorded."""
 
 # Per env: shared hyperparameters (SB3 names), steps for the full and quick runs.
