@@ -9,6 +9,7 @@ for a Minari dataset's spaces and trains it; :func:`train_imitation` trains a gi
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +61,10 @@ class ImitationConfig:
     """First evaluation episode's seed (away from the demonstrations' seeds)."""
     successful_only: bool = False
     """Learn only from episodes whose metadata says they succeeded."""
+    best_dir: str = ""
+    """Where the policy of the best evaluation so far is saved (``save_pretrained``; by success
+    rate, then mean return; the final evaluation counts too), so that a run's best checkpoint can
+    be scored beside its final one, as Diffusion Policy reports both. Empty: not kept."""
 
     def __post_init__(self) -> None:
         """Reject counts and rates that cannot train."""
@@ -104,6 +109,7 @@ def train_imitation(
     schedule = get_cosine_schedule_with_warmup(optimizer, warmup, config.steps)
     rng = np.random.default_rng(config.seed)
     history: list[dict[str, float]] = []
+    best: tuple[float, float] | None = None
     start = time.perf_counter()
     policy.train()
     for step in range(1, config.steps + 1):
@@ -126,6 +132,11 @@ def train_imitation(
             if evaluating and evaluate is not None:
                 policy.eval()
                 metrics.update(evaluate(policy))
+                score = (metrics.get("eval/success_rate", 0.0), metrics.get("eval/return_mean", -math.inf))
+                if config.best_dir and (best is None or score > best):
+                    best = score
+                    policy.save_pretrained(config.best_dir)
+                    metrics["eval/best_so_far"] = 1.0
                 policy.train()
             logger.info("imitation step %d/%d: %s", step, config.steps, metrics)
             history.append({"step": float(step), **metrics})

@@ -58,6 +58,36 @@ def test_bc_learns_a_state_to_action_map(cls: type, config: type) -> None:
     assert error < 0.12, f"mean absolute error {error:.3f} (predicting 0: 0.375)"  # measured 0.04-0.07
 
 
+def test_best_dir_keeps_the_policy_of_the_best_evaluation(tmp_path: Path) -> None:
+    """Success decides, then return; the copy saved is the policy as it was at that evaluation."""
+    rng = np.random.default_rng(0)
+    states = rng.uniform(-1, 1, (64, 2)).astype(np.float32)
+    obs_space = spaces.Dict({"state": spaces.Box(-1, 1, (2,), np.float32)})
+    torch.manual_seed(0)
+    box = spaces.Box(-1, 1, (2,), np.float32)
+    policy = FlowPolicy(FlowPolicyConfig(**SMALL, **SMALL_TIME), obs_space, box)
+    policy.fit_normalizers({"state": states}, target(states))
+    windows = DemoWindows({"state": states}, target(states), np.arange(64), n_obs_steps=1, horizon=4)
+    scripted = iter([(0.2, 5.0), (0.5, 1.0), (0.5, 0.5), (0.3, 9.0)])  # the 2nd is best
+    snapshots = []
+
+    def evaluate(p: FlowPolicy) -> dict[str, float]:
+        snapshots.append({k: v.clone() for k, v in p.state_dict().items()})
+        success, ret = next(scripted)
+        return {"eval/success_rate": success, "eval/return_mean": ret}
+
+    config = ImitationConfig(
+        steps=8, batch_size=16, learning_rate=3e-3, warmup_steps=0, log_every=0, eval_every=2,
+        best_dir=str(tmp_path / "best"),
+    )  # fmt: skip
+    history = train_imitation(policy, windows, config, evaluate=evaluate)
+    assert [h.get("eval/best_so_far", 0.0) for h in history if "eval/success_rate" in h] == [1, 1, 0, 0]
+    best = Policy.from_pretrained(tmp_path / "best")
+    for name, value in best.state_dict().items():
+        torch.testing.assert_close(value, snapshots[1][name], rtol=0, atol=0, msg=name)
+    assert any(not torch.equal(snapshots[1][k], snapshots[3][k]) for k in snapshots[1])  # it moved on
+
+
 def test_bc_command_trains_on_a_collected_dataset_and_saves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
