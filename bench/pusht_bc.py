@@ -1,25 +1,38 @@
-"""Diffusion Policy vs one-step MeanFlow, both behaviour-cloned from the PushT expert (state obs).
+"""Diffusion Policy vs one-step MeanFlow, cloned from scripted experts on both PushTs, scored as LeRobot does.
 
-1. Demonstrations: ``pusht_expert`` (deterministic) pushes the T on ``omnigym/PushT-v0`` (state
-   observations); the episodes are written as a Minari dataset with
+For each env of ``--envs`` (``pusht``: omnigym's MuJoCo ``omnigym/PushT-v0``; ``gym_pusht``:
+LeRobot's pymunk ``omnigym/GymPushT-v0``, the env LeRobot's and the Diffusion Policy paper's
+figures are on) and the observations of ``--obs``:
+
+1. Demonstrations: the env's scripted expert (``pusht_expert``, ``gym_pusht_expert``;
+   deterministic) from seeds 0, 1, ..., written as a Minari dataset with
    :func:`~omnigym.platform.datasets.collect_dataset` (in a temporary ``$MINARI_DATASETS_PATH``).
-2. Behaviour cloning with :func:`~omnigym.platform.trainers.imitation.imitate_dataset` of ``diffusion``
-   (DDPM, 10-step DDIM sampling) and ``meanflow`` (one network call per chunk): same U-Net, same
-   data, same optimiser settings (AdamW, cosine schedule, EMA), same number of steps.
-3. Evaluation from a fixed seed (deterministic acting): success rate and mean final coverage of
-   the T over the target for the expert and both policies; the latency of one action chunk at
-   batch 1 on one CPU thread (median of ``LATENCY_CALLS`` calls after warm-up, the two policies
-   taking turns, before any evaluation); training wall time.
+2. Behaviour cloning of ``diffusion`` (DDPM, 10-step DDIM sampling) and ``meanflow`` (one network
+   call per chunk) with :func:`~omnigym.platform.trainers.imitation.imitate_dataset`: same U-Net,
+   data, optimiser and steps. Every quarter of training (and at the end) the policy plays
+   ``PROGRESS_EPISODES`` validation episodes (seeds from ``VALIDATION_SEED``); the best of those
+   checkpoints is kept beside the final one.
+3. The protocol of LeRobot's PushT evaluation: ``--test-episodes`` episodes (500 in a full run)
+   from ``EVAL_SEED``, deterministic acting; per episode the maximum coverage of the target over
+   its steps, success when it reaches 0.95 (the env then ends the episode). Reported for the
+   final and the best checkpoint: success rate and mean maximum coverage. LeRobot's Diffusion
+   Policy on gym-pusht (images and the agent's position, 206 human demonstrations, about 7 GPU
+   hours) scores 63.8 % success and 0.959 mean maximum coverage over 500 episodes (its model card).
+4. The latency of one action chunk at batch 1 on one CPU thread (median of ``LATENCY_CALLS``
+   calls after warm-up, the two policies taking turns), on the first env's policies.
 
-Last line: one JSON object; ``ratio`` = diffusion's chunk latency / MeanFlow's (the issue asks
-for >= 8), with the success rates, coverages, latencies, training times and budgets.
+``--obs image`` clones from ``omnigym/GymPushTPixels-v0`` (96x96 images and the agent's position,
+LeRobot's observations; gym_pusht only: omnigym's MuJoCo pixel env also carries the full state).
 
-Usage: ``omnigym bench pusht_bc [--quick] [--jobs N]`` (full: 1,000 demonstrations, 12,000 BC
-steps of 128 windows per policy, 50 test episodes, about 60 min on a 2-core CPU; quick: 50
-demonstrations, 600 steps of 64, 10 test episodes, a few minutes). Both use a CPU-sized U-Net
-(``CPU_NET``, 1.6 M parameters; the configs' is 6.3 M). ``--jobs 2`` trains the two policies in
-two processes of one thread each (the default on a CPU for the full run); the latencies are
-measured afterwards, before the evaluations, the two policies taking turns.
+Last line: one JSON object; ``ratio`` = diffusion's chunk latency / MeanFlow's, ``figures`` per
+env, and the success rates and coverages of each policy and checkpoint.
+
+Usage: ``omnigym bench pusht_bc [--quick] [--envs pusht,gym_pusht] [--obs state|image]
+[--test-episodes N] [--jobs N]``. Full: 1,000 demonstrations, 12,000 BC steps of 128 windows
+per policy, 500 test episodes per checkpoint; quick: 20 demonstrations, 300 steps of 32, 10
+test episodes. Both use a CPU-sized U-Net (``CPU_NET``, 1.6 M parameters; the configs' is 6.3 M).
+``--jobs 2`` (the default of a full run on a CPU) trains two policies at once, each in its own
+one-thread process.
 """
 
 from __future__ import annotations
@@ -39,56 +52,74 @@ import torch
 from omnigym.core.policy import Policy
 from omnigym.platform.runtime.processes import map_in_processes
 
-DURATIONS = {"quick": "not recorded", "full": "57 min"}
-"""Full run on a 2-core CPU: docs/policies.md and README.md; quick only "a few minutes", unmeasured."""
+DURATIONS = {
+    "quick": "about 8 min (both envs, beside two other jobs)",
+    "full": "57 min (pusht only, 50 test episodes, before --envs)",
+}
+"""Full run on a 2-core CPU: docs/policies.md and README.md."""
 
-ENV_ID = "omnigym/PushT-v0"
-DATASET_ID = "omnigym/pusht-expert-v0"
+ENVS = {
+    "pusht": {"state": "omnigym/PushT-v0", "expert": "pusht_expert"},
+    "gym_pusht": {
+        "state": "omnigym/GymPushT-v0",
+        "image": "omnigym/GymPushTPixels-v0",
+        "expert": "gym_pusht_expert",
+    },
+}
+"""The PushTs: the env id of each observation kind, and the scripted expert."""
+LEROBOT = {"success": 0.638, "max_coverage": 0.959, "episodes": 500, "observations": "image"}
+"""LeRobot's Diffusion Policy on gym-pusht (model card ``lerobot/diffusion_pusht``)."""
 EVAL_SEED = 10_000
 """First test episode's seed (the demonstrations use seeds 0, 1, ...)."""
+VALIDATION_SEED = 20_000
+"""First seed of the progress evaluations that choose the best checkpoint (not the test seeds)."""
 POLICIES = ("diffusion", "meanflow")
 LEARNING_RATE = 1e-3
 """Peak AdamW rate (cosine decay to 0): Diffusion Policy's 1e-4 needs far more steps than a CPU
 run affords; not tuned further. Most of the success comes in the last quarter of the decay
 (diffusion's 20-episode progress evaluations in a trial: 0.00, 0.25, 0.30, 0.90)."""
 LATENCY_WARMUP, LATENCY_CALLS, LATENCY_ROUNDS = 5, 100, 5
-PROGRESS_EPISODES = 10
-"""Test episodes of the progress evaluations a full run logs every quarter of training."""
+PROGRESS_EPISODES = 50
+"""Validation episodes of each progress evaluation of a full run (quick: ``QUICK_PROGRESS``)."""
+QUICK_PROGRESS = 4
 CPU_NET = ["down_dims=[32,64,128]", "state_hidden_sizes=[128,128]", "time_embed_dim=64"]
 """Policy overrides of both runs: 1.6 M parameters instead of the configs' 6.3 M (a third of
 the training time on a CPU)."""
 
 
-def demonstrations(episodes: int) -> Any:
-    """``pusht_expert``'s episodes (seeds 0..episodes-1) collected to ``DATASET_ID``."""
-    from omnigym.platform.datasets import collect_dataset
-
-    return collect_dataset(expert_policy(), ENV_ID, DATASET_ID, episodes=episodes, seed=0)
+def dataset_id(env: str, obs: str) -> str:
+    """The demonstrations of ``env`` with ``obs`` observations."""
+    return f"omnigym/{env.replace('_', '')}-{obs}-expert-v0"
 
 
-def expert_policy() -> Any:
-    """The scripted expert, as it is registered."""
+def expert_policy(env_id: str, name: str) -> Any:
+    """A registered scripted expert, built for ``env_id`` with the env options it asks for."""
     from omnigym.core.registry import POLICIES as REGISTRY
     from omnigym.platform.vec_env import make_env
 
-    cls = REGISTRY.get("pusht_expert")
-    env = make_env(ENV_ID, **cls.env_kwargs)
+    cls = REGISTRY.get(name)
+    env = make_env(env_id, **cls.env_kwargs)
     policy = cls(cls.config_class(), env.observation_space, env.action_space)
     env.close()
     return policy
 
 
-def evaluate(policy: Any, episodes: int) -> dict[str, float]:
-    """Success rate and mean final coverage of deterministic episodes from ``EVAL_SEED``."""
+def evaluate(policy: Any, env_id: str, episodes: int) -> dict[str, float]:
+    """LeRobot's PushT figures of deterministic episodes from ``EVAL_SEED``.
+
+    Success rate (the episode's maximum coverage reached 0.95), mean maximum coverage, mean final
+    coverage and mean length.
+    """
     from omnigym.platform.evaluate import evaluate_policy
 
     env_kwargs = dict(getattr(policy, "env_kwargs", {}))
     summary = evaluate_policy(
-        policy, ENV_ID, episodes=episodes, seed=EVAL_SEED, num_envs=min(episodes, 10), env_kwargs=env_kwargs
+        policy, env_id, episodes=episodes, seed=EVAL_SEED, num_envs=min(episodes, 10), env_kwargs=env_kwargs
     ).summary()
     return {
         "success": round(summary.get("success_rate", 0.0), 4),
-        "coverage": round(summary.get("coverage_mean", float("nan")), 4),
+        "max_coverage": round(summary.get("max_coverage_mean", float("nan")), 4),
+        "final_coverage": round(summary.get("coverage_mean", float("nan")), 4),
         "length": round(summary["length_mean"], 1),
     }
 
@@ -118,44 +149,59 @@ def chunk_latencies_ms(policies: dict[str, Any], history: dict[str, torch.Tensor
     return {name: 1000 * statistics.median(values) for name, values in times.items()}
 
 
-def first_history(n_obs_steps: int) -> dict[str, torch.Tensor]:
-    """The first demonstration's first observation, repeated as a ``[1, To, 15]`` history."""
+def first_history(dataset: str, keys: tuple[str, ...], n_obs_steps: int) -> dict[str, torch.Tensor]:
+    """The first demonstration's first observation, repeated as a ``[1, To, ...]`` history."""
     from omnigym.platform.datasets import load_dataset_steps
 
-    state = torch.as_tensor(load_dataset_steps(DATASET_ID).obs["state"][:1], dtype=torch.float32)
-    return {"state": state.unsqueeze(1).expand(1, n_obs_steps, -1).contiguous()}
+    obs = load_dataset_steps(dataset).obs
+    history = {}
+    for key in keys:
+        first = torch.as_tensor(obs[key][:1])
+        history[key] = first.unsqueeze(1).expand(1, n_obs_steps, *first.shape[1:]).contiguous()
+    return history
 
 
-def train_policy(name: str, imitation: dict[str, Any], out: str, device: str) -> dict[str, Any]:
-    """Clone ``name`` from the demonstrations (under ``$MINARI_DATASETS_PATH``); save it to ``out``.
+def train_policy(name: str, dataset: str, imitation: dict[str, Any], out: str, device: str) -> dict[str, Any]:
+    """Clone ``name`` from ``dataset`` (under ``$MINARI_DATASETS_PATH``); save it to ``out``.
 
-    Runs in the bench's process or in a worker process (``--jobs``), hence plain arguments.
+    The best progress evaluation's policy goes to ``out-best``. Runs in the bench's process or in
+    a worker process (``--jobs``), hence plain arguments.
     """
     from omnigym.platform.trainers.imitation import ImitationConfig, imitate_dataset
 
     if imitation["log_every"]:  # hours of training: show the imitation log and progress evaluations
-        logging.basicConfig(level=logging.INFO, format=f"[{name}] %(message)s", force=True)
+        logging.basicConfig(level=logging.INFO, format=f"[{name} {dataset}] %(message)s", force=True)
     tic = time.perf_counter()
-    policy, history = imitate_dataset(
-        DATASET_ID, name, list(CPU_NET), ImitationConfig(**imitation), device=device
-    )
+    config = ImitationConfig(**imitation, best_dir=f"{out}-best")
+    policy, history = imitate_dataset(dataset, name, list(CPU_NET), config, device=device)
     train_s = time.perf_counter() - tic
     policy.to("cpu").save_pretrained(out)
+    progress = [
+        {"step": int(h["step"]), "success": round(h["eval/success_rate"], 3)}
+        for h in history
+        if "eval/success_rate" in h
+    ]
+    best = next(h for h in reversed(history) if h.get("eval/best_so_far"))
     return {
         "train_s": round(train_s, 1),
         "final_loss": {k: round(v, 4) for k, v in history[-1].items() if k.startswith("train/loss")},
         "parameters": sum(p.numel() for p in policy.model.parameters()),
+        "validation": progress,
+        "best_step": int(best["step"]),
     }
 
 
 def main() -> None:
-    """Demonstrate, clone both policies, evaluate and time them; the last line is JSON."""
+    """Demonstrate, clone both policies on each env, evaluate and time them; the last line is JSON."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--quick", action="store_true", help="50 demonstrations, 600 BC steps, 10 test episodes"
+        "--quick", action="store_true", help="20 demonstrations, 300 BC steps, 10 test episodes"
     )
+    parser.add_argument("--envs", default="pusht,gym_pusht", help="comma-separated: pusht, gym_pusht")
+    parser.add_argument("--obs", choices=("state", "image"), default="state")
+    parser.add_argument("--test-episodes", type=int, default=0, help="per checkpoint (0: 500, quick 10)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
         "--threads", type=int, default=0,
@@ -166,6 +212,16 @@ def main() -> None:
         help="policies trained at once, each in its own process (0: 2 for a full run on a CPU, else 1)",
     )  # fmt: skip
     args = parser.parse_args()
+    envs = [name.strip() for name in args.envs.split(",") if name.strip()]
+    unknown = [name for name in envs if name not in ENVS]
+    if unknown or not envs:
+        parser.error(f"--envs takes {', '.join(ENVS)}; got {args.envs!r}")
+    without = [name for name in envs if args.obs not in ENVS[name]]
+    if without:
+        parser.error(
+            f"--obs {args.obs} runs on {', '.join(n for n in ENVS if args.obs in ENVS[n])} only "
+            f"(omnigym/PushTPixels-v0 also carries the full state); drop {', '.join(without)} from --envs"
+        )
     jobs = args.jobs or (2 if args.device == "cpu" and not args.quick else 1)
     if jobs < 1:
         parser.error("--jobs must be >= 1")
@@ -173,71 +229,87 @@ def main() -> None:
     if threads:  # also for the evaluations: closed-loop PushT outcomes change with the thread count
         torch.set_num_threads(threads)
     if args.quick:
-        episodes, bc_steps, batch_size, test_episodes = 50, 600, 64, 10
+        episodes, bc_steps, batch_size, test_episodes, progress = 20, 300, 32, 10, QUICK_PROGRESS
     else:
-        episodes, bc_steps, batch_size, test_episodes = 1000, 12_000, 128, 50
+        episodes, bc_steps, batch_size, test_episodes, progress = 1000, 12_000, 128, 500, PROGRESS_EPISODES
+    test_episodes = args.test_episodes or test_episodes
     imitation = {
         "steps": bc_steps, "batch_size": batch_size, "learning_rate": LEARNING_RATE, "warmup_steps": 500,
-        "log_every": 0 if args.quick else 1000, "seed": 0, "eval_every": 0 if args.quick else bc_steps // 4,
-        "eval_episodes": 0 if args.quick else PROGRESS_EPISODES,
+        "log_every": 0 if args.quick else 1000, "seed": 0, "eval_every": bc_steps // 4,
+        "eval_episodes": progress, "eval_seed": VALIDATION_SEED,
     }  # fmt: skip
     start = time.perf_counter()
-    figures: dict[str, Any] = {}
+    figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MINARI_DATASETS_PATH"] = str(Path(tmp) / "datasets")
-        summary = demonstrations(episodes)
-        demo_steps = summary.steps
-        print(
-            f"demonstrations: {episodes} expert episodes, {demo_steps} steps, success "
-            f"{summary.success_rate} ({time.perf_counter() - start:.0f} s)"
-        )
-        tic = time.perf_counter()
-        figures["expert"] = evaluate(expert_policy(), test_episodes)
-        print(
-            f"pusht_expert: success {figures['expert']['success']:.2f}, coverage "
-            f"{figures['expert']['coverage']:.3f} ({time.perf_counter() - tic:.0f} s)"
-        )
-        tic = time.perf_counter()
-        work = [(name, imitation, str(Path(tmp) / name), args.device) for name in POLICIES]
-        trained = dict(zip(POLICIES, map_in_processes(train_policy, work, jobs, threads or 1), strict=True))
-        training_wall_s = time.perf_counter() - tic
-        policies = {name: Policy.from_pretrained(Path(tmp) / name) for name in POLICIES}
-        latencies = chunk_latencies_ms(policies, first_history(policies[POLICIES[0]].config.n_obs_steps))
-        for name, policy in policies.items():  # evaluated after the timing: env workers add load
-            latency = latencies[name]
+        from omnigym.platform.datasets import collect_dataset
+
+        for env in envs:
+            env_id, expert = ENVS[env][args.obs], ENVS[env]["expert"]
             tic = time.perf_counter()
-            row = evaluate(policy, test_episodes)
-            figures[name] = {
-                **row, "latency_ms": round(latency, 2), **trained[name],
-                "eval_s": round(time.perf_counter() - tic, 1),
-            }  # fmt: skip
-            print(
-                f"{name}: success {row['success']:.2f}, coverage {row['coverage']:.3f}, "
-                f"chunk latency {latency:.1f} ms, BC {trained[name]['train_s']:.0f} s ({bc_steps} steps, "
-                f"{trained[name]['final_loss']}), eval {figures[name]['eval_s']:.0f} s"
+            summary = collect_dataset(
+                expert_policy(env_id, expert), env_id, dataset_id(env, args.obs), episodes=episodes, seed=0
             )
-    dp, mf, ex = figures["diffusion"], figures["meanflow"], figures["expert"]
+            row = evaluate(expert_policy(env_id, expert), env_id, test_episodes)
+            figures[env] = {"env_id": env_id, "demo_steps": summary.steps, expert: row}
+            print(
+                f"{env}: {episodes} demonstrations by {expert} ({summary.steps} steps, success "
+                f"{summary.success_rate}); the expert on the test seeds: success {row['success']:.3f}, "
+                f"max coverage {row['max_coverage']:.3f} ({time.perf_counter() - tic:.0f} s)"
+            )
+        tic = time.perf_counter()
+        work = [
+            (name, dataset_id(env, args.obs), imitation, str(Path(tmp) / f"{env}-{name}"), args.device)
+            for env in envs
+            for name in POLICIES
+        ]
+        trained = map_in_processes(train_policy, work, jobs, threads or 1)
+        training_wall_s = time.perf_counter() - tic
+        first = {name: Policy.from_pretrained(Path(tmp) / f"{envs[0]}-{name}") for name in POLICIES}
+        keys = (*first[POLICIES[0]].state_keys, *first[POLICIES[0]].image_keys)
+        history = first_history(dataset_id(envs[0], args.obs), keys, first[POLICIES[0]].config.n_obs_steps)
+        latencies = chunk_latencies_ms(first, history)
+        for (name, dataset, _, out, _), stats in zip(work, trained, strict=True):
+            env = next(e for e in envs if dataset == dataset_id(e, args.obs))
+            env_id = figures[env]["env_id"]
+            rows = {}
+            for checkpoint, path in (("final", out), ("best", f"{out}-best")):
+                tic = time.perf_counter()  # evaluated after the timing: env workers add load
+                rows[checkpoint] = {
+                    **evaluate(Policy.from_pretrained(path), env_id, test_episodes),
+                    "eval_s": round(time.perf_counter() - tic, 1),
+                }
+            figures[env][name] = {**rows, "latency_ms": round(latencies[name], 2), **stats}
+            final, best = rows["final"], rows["best"]
+            print(
+                f"{env} {name}: final success {final['success']:.3f} (max coverage "
+                f"{final['max_coverage']:.3f}); best (step {stats['best_step']}) success "
+                f"{best['success']:.3f} ({best['max_coverage']:.3f}); BC {stats['train_s']:.0f} s, "
+                f"validation {stats['validation']}"
+            )
+    dp, mf = (figures[envs[0]][name] for name in POLICIES)
     ratio = dp["latency_ms"] / mf["latency_ms"] if mf["latency_ms"] else float("inf")
-    relative = dp["success"] / ex["success"] if ex["success"] else 0.0
     print(
-        f"diffusion reaches {relative:.0%} of the expert's success (target >= 70%); meanflow is "
-        f"{abs(dp['success'] - mf['success']) * 100:.0f} points from it (target <= 10) at "
-        f"{ratio:.1f}x lower chunk latency (target >= 8x)"
+        f"chunk latency: diffusion {dp['latency_ms']:.1f} ms, meanflow {mf['latency_ms']:.1f} ms "
+        f"({ratio:.1f}x lower)"
     )
+    headline = {
+        f"{env}_{name}_{checkpoint}_{metric}": figures[env][name][checkpoint][metric]
+        for env in envs
+        for name in POLICIES
+        for checkpoint in ("final", "best")
+        for metric in ("success", "max_coverage")
+    }
     print(json.dumps({
         "bench": "pusht_bc",
         "ratio": ratio,
-        "diffusion_success": dp["success"], "meanflow_success": mf["success"],
-        "expert_success": ex["success"],
-        "diffusion_coverage": dp["coverage"], "meanflow_coverage": mf["coverage"],
-        "expert_coverage": ex["coverage"],
+        **headline,
         "diffusion_latency_ms": dp["latency_ms"], "meanflow_latency_ms": mf["latency_ms"],
-        "diffusion_train_s": dp["train_s"], "meanflow_train_s": mf["train_s"],
-        "diffusion_vs_expert": round(relative, 4),
-        "figures": figures, "demo_episodes": episodes, "demo_steps": demo_steps,
+        "lerobot_diffusion_gym_pusht": LEROBOT,
+        "figures": figures, "envs": envs, "obs": args.obs, "demo_episodes": episodes,
         "bc_steps": bc_steps, "batch_size": batch_size, "learning_rate": LEARNING_RATE,
-        "policy_overrides": CPU_NET, "test_episodes": test_episodes, "jobs": jobs,
-        "training_wall_s": round(training_wall_s, 1),
+        "policy_overrides": CPU_NET, "test_episodes": test_episodes, "progress_episodes": progress,
+        "jobs": jobs, "training_wall_s": round(training_wall_s, 1),
         "device": args.device, "threads": threads or torch.get_num_threads(),
         "torch_threads": threads or torch.get_num_threads(), "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),
