@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -130,7 +130,7 @@ def _import_gym_pusht() -> type:
 class GymPushTEnv(gym.Env[dict[str, Any], np.ndarray]):
     """gym-pusht's ``PushTEnv`` with Dict observations, a [-1, 1] action and coverage in ``info``."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}  # noqa: RUF012  (gymnasium's attribute)
 
     def __init__(
         self,
@@ -160,7 +160,6 @@ class GymPushTEnv(gym.Env[dict[str, Any], np.ndarray]):
             visualization_width=render_size,
             visualization_height=render_size,
         )
-        unbounded = dict(low=-np.inf, high=np.inf, dtype=np.float32)
         keys: dict[str, spaces.Space] = {}
         if obs_type == "state":
             # kinematic agent: its PD can carry it past the walls, so positions are not bounded
@@ -169,9 +168,9 @@ class GymPushTEnv(gym.Env[dict[str, Any], np.ndarray]):
             keys[OBS_STATE] = spaces.Box(low, high, dtype=np.float32)
         else:
             keys[OBS_IMAGE] = spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
-            keys[OBS_STATE] = spaces.Box(shape=(2,), **unbounded)
+            keys[OBS_STATE] = spaces.Box(-np.inf, np.inf, (2,), np.float32)
         if EXPERT_STATE in self.privileged:
-            keys[EXPERT_STATE] = spaces.Box(shape=(EXPERT_STATE_DIM,), **unbounded)
+            keys[EXPERT_STATE] = spaces.Box(-np.inf, np.inf, (EXPERT_STATE_DIM,), np.float32)
         self.observation_space = spaces.Dict(keys)
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
         self._max_coverage = 0.0
