@@ -53,17 +53,22 @@ def _first_episode_pdms(env: DrivingVectorEnv, policy) -> np.ndarray:
     raise AssertionError("episodes did not end within 40 plan steps")
 
 
-def test_pdm_closed_beats_constant_velocity_and_the_human_scores_high(scene_cache):
+def _split_scores(split: str, num_scenes: int, cache_dir: str) -> dict[str, np.ndarray]:
+    """Each expert's first-episode PDMS on the first ``num_scenes`` scenes of ``split``."""
     privileged = PDMClosedPolicy.env_kwargs["privileged"] + LogReplayPolicy.env_kwargs["privileged"]
     env = DrivingVectorEnv(
-        NUM_EVAL_SCENES,
+        num_scenes,
         action_mode="plan",
         privileged=privileged,
-        split="test",
-        num_scenes=NUM_EVAL_SCENES,
-        cache_dir=scene_cache,
+        split=split,
+        num_scenes=num_scenes,
+        cache_dir=cache_dir,
     )
-    scores = {name: _first_episode_pdms(env, policy) for name, policy in _policies(env).items()}
+    return {name: _first_episode_pdms(env, policy) for name, policy in _policies(env).items()}
+
+
+def test_pdm_closed_beats_constant_velocity_and_the_human_scores_high(scene_cache):
+    scores = _split_scores("test", NUM_EVAL_SCENES, scene_cache)
     for name, pdms in scores.items():
         assert np.all((pdms >= 0.0) & (pdms <= 1.0)), name
     assert scores["pdm_closed"].mean() > scores["constant_velocity"].mean() + 0.15
@@ -181,21 +186,8 @@ def test_reference_progress_stops_for_a_red_light(driving_kwargs):
     assert reference_progress(sim, np.array([], np.int64)).shape == (0,)
 
 
-def _hard_split_scores(num_scenes: int, cache_dir: str) -> dict[str, np.ndarray]:
-    privileged = PDMClosedPolicy.env_kwargs["privileged"] + LogReplayPolicy.env_kwargs["privileged"]
-    env = DrivingVectorEnv(
-        num_scenes,
-        action_mode="plan",
-        privileged=privileged,
-        split="hard",
-        num_scenes=num_scenes,
-        cache_dir=cache_dir,
-    )
-    return {name: _first_episode_pdms(env, policy) for name, policy in _policies(env).items()}
-
-
 def test_hard_split_separates_constant_velocity_from_the_planners(scene_cache):
-    scores = _hard_split_scores(8, scene_cache)
+    scores = _split_scores("hard", 8, scene_cache)
     assert scores["pdm_closed"].mean() > scores["constant_velocity"].mean() + 0.3
     assert scores["log_replay"].mean() > scores["constant_velocity"].mean() + 0.3
 
@@ -203,7 +195,7 @@ def test_hard_split_separates_constant_velocity_from_the_planners(scene_cache):
 @pytest.mark.slow
 def test_hard_split_matches_navsims_ratios_on_40_scenes(scene_cache):
     # NAVSIM v1 navtest: constant velocity 20.6, PDM-Closed 89.1, human 94.8 (PDMS x 100)
-    scores = {name: pdms.mean() for name, pdms in _hard_split_scores(40, scene_cache).items()}
+    scores = {name: pdms.mean() for name, pdms in _split_scores("hard", 40, scene_cache).items()}
     assert scores["constant_velocity"] <= 0.4, scores
     assert scores["pdm_closed"] >= 0.85, scores
     assert scores["log_replay"] >= 0.9, scores
