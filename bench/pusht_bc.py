@@ -258,10 +258,10 @@ def main() -> None:
                 f"max coverage {row['max_coverage']:.3f} ({time.perf_counter() - tic:.0f} s)"
             )
         tic = time.perf_counter()
+        pairs = [(env, name) for env in envs for name in POLICIES]
         work = [
             (name, dataset_id(env, args.obs), imitation, str(Path(tmp) / f"{env}-{name}"), args.device)
-            for env in envs
-            for name in POLICIES
+            for env, name in pairs
         ]
         trained = map_in_processes(train_policy, work, jobs, threads or 1)
         training_wall_s = time.perf_counter() - tic
@@ -269,8 +269,7 @@ def main() -> None:
         keys = (*first[POLICIES[0]].state_keys, *first[POLICIES[0]].image_keys)
         history = first_history(dataset_id(envs[0], args.obs), keys, first[POLICIES[0]].config.n_obs_steps)
         latencies = chunk_latencies_ms(first, history)
-        for (name, dataset, _, out, _), stats in zip(work, trained, strict=True):
-            env = next(e for e in envs if dataset == dataset_id(e, args.obs))
+        for (env, name), (_, _, _, out, _), stats in zip(pairs, work, trained, strict=True):
             env_id = figures[env]["env_id"]
             rows = {}
             for checkpoint, path in (("final", out), ("best", f"{out}-best")):

@@ -33,7 +33,7 @@ from omnigym.envs.driving.observations import (
 )
 from omnigym.envs.driving.render import RGB_CONFIG, BevConfig, BevRenderer, prerender_map, render_rgb
 from omnigym.envs.driving.scene import DT, HISTORY_STEPS, Scene
-from omnigym.envs.driving.scenes import SceneSource
+from omnigym.envs.driving.scene_sets import SceneSource
 from omnigym.envs.driving.simulator import DrivingSimulator
 from omnigym.envs.driving.step_results import STEP_COMPONENTS, StepResult
 from omnigym.envs.driving.text import describe, text_space

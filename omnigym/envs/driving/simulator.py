@@ -71,7 +71,7 @@ class DrivingSimulator:
     Args:
         num_slots: N.
         config: the env settings.
-        scene_source: gives scenes by index (``scenes.SceneSource``).
+        scene_source: gives scenes by index (``scene_sets.SceneSource``).
         map_image_builder: builds a scene's pre-rendered BEV map when the image key is used.
     """
 

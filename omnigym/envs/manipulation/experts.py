@@ -420,11 +420,15 @@ class PushTExpert(ScriptedExpert):
         return PushPlanner()
 
     def actions(self, state: np.ndarray) -> np.ndarray:
-        """Each row's planner target, as an absolute pusher action."""
+        """Each row's planner target, as the task's action."""
         while len(self._planners) < len(state):
             self._planners.append(self._new_planner())
-        targets = np.array([planner.target(row) for planner, row in zip(self._planners, state, strict=False)])
-        return np.clip(targets / pusht.WORKSPACE, -1.0, 1.0)
+        rows = zip(self._planners, state, strict=False)
+        return np.array([self._action(planner, row) for planner, row in rows])
+
+    def _action(self, planner: PushPlanner, state: np.ndarray) -> np.ndarray:
+        """The absolute pusher action to the planner's target for one state row."""
+        return np.clip(planner.target(state) / pusht.WORKSPACE, -1.0, 1.0)
 
 
 class GymPushTExpert(PushTExpert):
@@ -447,12 +451,7 @@ class GymPushTExpert(PushTExpert):
         """A planner with gym-pusht's block inertia ratio."""
         return PushPlanner(rho2=gym_pusht.BLOCK_RHO2)
 
-    def actions(self, state: np.ndarray) -> np.ndarray:
-        """Each row's planner target in pixels, reached by the end of the step."""
-        while len(self._planners) < len(state):
-            self._planners.append(self._new_planner())
-        rows = []
-        for planner, row in zip(self._planners, state, strict=False):
-            target = gym_pusht.CENTRE_PX + gym_pusht.PX_PER_M * planner.target(gym_pusht.planner_state(row))
-            rows.append(gym_pusht.action_to_reach(target, row[0:2], row[2:4]))
-        return np.array(rows)
+    def _action(self, planner: PushPlanner, state: np.ndarray) -> np.ndarray:
+        """The command that puts the agent on the planner's target (pixels) by the end of the step."""
+        target = gym_pusht.CENTRE_PX + gym_pusht.PX_PER_M * planner.target(gym_pusht.planner_state(state))
+        return gym_pusht.action_to_reach(target, state[0:2], state[2:4])

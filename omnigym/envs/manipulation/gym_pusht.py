@@ -53,14 +53,12 @@ PHYSICS_DT, PHYSICS_STEPS = 0.01, 10
 T_CENTRE_PX = (0.0, (3600.0 * 15.0 + 2700.0 * 75.0) / 6300.0)
 """Centre of area of the T in gym-pusht's body frame (bar 120 x 30 at y in [0, 30], stem 30 x 90
 above it): the origin of ``tblock``'s frame, whose +y points the other way (stem to bar)."""
-BLOCK_COG_PX = (0.0, 45.0)
-"""The block body's centre of gravity in that frame (the mean of the two rectangles' centres): it
-turns about this point, 4.3 px (7 mm) from the centre of area the planner assumes. Its
-``position`` is the frame's origin (the middle of the bar's outer edge)."""
 BLOCK_RHO2 = 2.0 * (120.0**2 + 30.0**2) / 12.0 / PX_PER_M**2
 """Moment of inertia over mass of the block (m²): gym-pusht gives the unit-mass body twice the
 bar's moment. With no velocity kept between physics steps (``space.damping = 0``) and frictionless
-contacts, a push moves the block quasi-statically by impulses, so this is ``PushPlanner``'s ratio."""
+contacts, a push moves the block quasi-statically by impulses, so this is ``PushPlanner``'s ratio.
+(The block turns about its centre of gravity, (0, 45) in the body frame, 4.3 px from the centre
+of area the planner assumes; its ``position`` is the frame's origin, the bar's outer edge.)"""
 
 
 def _rotate(angle: float, x: float, y: float) -> tuple[float, float]:

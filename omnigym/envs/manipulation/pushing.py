@@ -108,11 +108,6 @@ class PushPlanner:
         starts = points + normals * (PUSHER_RADIUS + STANDOFF)
         reachable = np.abs(starts).max(axis=1) <= WORKSPACE
         travel, reduction = _least_squares_pushes(motion, error, reachable)
-        if reduction.max() <= 0:  # against a wall, no reachable push helps: bring it inwards first
-            inwards = np.array([-pose[0], -pose[1], 0.0])
-            travel, reduction = _least_squares_pushes(motion, inwards, reachable)
-        if reduction.max() <= 0:
-            travel, reduction = _least_squares_pushes(motion, error, np.ones_like(reachable))
 
         # Go on with the push in progress while it reduces the error well and the pusher is on it.
         i = self.contact

@@ -10,7 +10,8 @@ from omnigym.envs.driving.agents import AgentFrame
 from omnigym.envs.driving.dynamics import to_ego_frame
 from omnigym.envs.driving.env import REWARD_COMPONENTS, DrivingEnv, DrivingVectorEnv
 from omnigym.envs.driving.scene import EGO_LENGTH, HISTORY_STEPS
-from omnigym.envs.driving.scenes import SPLIT_OFFSETS, SceneSet, SceneSource
+from omnigym.envs.driving.scene_sets import SceneSet, SceneSource
+from omnigym.envs.driving.scenes import SPLIT_OFFSETS
 from omnigym.envs.driving.step_results import STEP_COMPONENTS
 from omnigym.envs.driving.text import text_space
 

@@ -18,7 +18,8 @@ from omnigym.envs.driving.navsim_logs import (
     scenes_from_navsim_log,
 )
 from omnigym.envs.driving.scene import AGENT_STATIC, LIGHT_RED, Scene
-from omnigym.envs.driving.scenes import SceneConfig, SceneSet, generate_scene
+from omnigym.envs.driving.scene_sets import SceneSet
+from omnigym.envs.driving.scenes import SceneConfig, generate_scene
 
 GLOBAL_OFFSET = np.array([664_000.0, 3_997_000.0])
 """UTM-sized coordinates, as nuPlan's: the converter must move them to a local frame."""

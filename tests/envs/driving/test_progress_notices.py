@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from omnigym.envs.driving import env as driving_env
-from omnigym.envs.driving import scenes
-from omnigym.envs.driving.scenes import SceneConfig, SceneSource
+from omnigym.envs.driving import scene_sets
+from omnigym.envs.driving.scene_sets import SceneSource
+from omnigym.envs.driving.scenes import SceneConfig
 
 SMALL = SceneConfig(num_agents=4, episode_seconds=2.0)
 
@@ -16,7 +17,7 @@ SMALL = SceneConfig(num_agents=4, episode_seconds=2.0)
 def test_generating_many_scenes_announces_the_eta(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scenes, "SCENE_NOTICE_S", 0.0)
+    monkeypatch.setattr(scene_sets, "SCENE_NOTICE_S", 0.0)
     source = SceneSource("test", 3, SMALL, cache_dir=tmp_path)
     got = source.get_many([0, 1, 2])
     assert [s.scene_id for s in got] == source.ids
@@ -24,7 +25,7 @@ def test_generating_many_scenes_announces_the_eta(
     assert len(err) == 1  # one notice per batch, not one per scene
     assert err[0].startswith("[omnigym] generating 2 more driving scenes (eta ")
     assert str(source.cache_path) in err[0]
-    monkeypatch.setattr(scenes, "SCENE_NOTICE_S", 1e9)
+    monkeypatch.setattr(scene_sets, "SCENE_NOTICE_S", 1e9)
     assert [s.scene_id for s in source.get_many([2, 0])] == [source.ids[2], source.ids[0]]
     assert capsys.readouterr().err == ""  # expected to be quick: nothing
 

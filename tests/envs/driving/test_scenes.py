@@ -8,7 +8,7 @@ from dataclasses import fields
 import numpy as np
 import pytest
 
-from omnigym.envs.driving import scenes
+from omnigym.envs.driving import scene_sets, scenes
 from omnigym.envs.driving.map_raster import DRIVABLE, RasterStack, rasterize_map
 from omnigym.envs.driving.maps import LaneGeometry
 from omnigym.envs.driving.scene import (
@@ -28,11 +28,10 @@ from omnigym.envs.driving.scene import (
     box_corners,
     route_polyline,
 )
+from omnigym.envs.driving.scene_sets import SceneSet, SceneSource
 from omnigym.envs.driving.scenes import (
     SPLIT_OFFSETS,
     SceneConfig,
-    SceneSet,
-    SceneSource,
     generate_scene,
     split_of,
     split_scene_ids,
@@ -317,7 +316,7 @@ def test_scene_source_caches_in_memory_and_on_disk(tmp_path, monkeypatch):
     def no_generation(*args, **kwargs):
         raise AssertionError("a cached scene was generated again")
 
-    monkeypatch.setattr(scenes, "generate_scene", no_generation)
+    monkeypatch.setattr(scene_sets, "generate_scene", no_generation)
     again = SceneSource("test", 2, SMALL, cache_dir=tmp_path).get(1)  # a new run reads the disk cache
     _assert_same(first, again)
     with pytest.raises(AssertionError, match="generated again"):  # another config has another folder
