@@ -82,7 +82,7 @@ def reach_baselines(reach_dataset: Path, tmp_path_factory: pytest.TempPathFactor
 
 
 OFFLINE_ON_MIXED_REACH = {
-    # CQL: small nets and CORL's Gym actor rate (the default 3e-5 barely moves the actor in 1,500 updates)
+    # CQL: small nets and a 10x actor rate (the default 3e-5, CORL's, barely moves the actor in 1,500 updates)
     "cql": ["policy=sac_actor", "algo.hidden_sizes=[64,64]", "policy.hidden_sizes=[64,64]",
             "algo.cql_alpha=5.0", "algo.actor_lr=3e-4"],
     # AWAC: Reach's rewards are small, so the advantage temperature is too (lambda 1 is BC here)
