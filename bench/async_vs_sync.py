@@ -1,42 +1,51 @@
-"""The ``async`` and ``ray`` runtimes vs the synchronous ``local`` one on a GUI env with per-step latency.
+"""The ``async`` and ``ray`` runtimes vs the synchronous ``local`` one on three workloads.
 
-The env: ``omnigym/GUI-ClickButton-v0`` (click the instructed button among 2-6 scattered ones; a
-wrong click fails, 5 steps) with a simulated UI latency per step (``latency``, uniform 15-25 ms).
-An MLP acts through a thin adapter (:class:`ClickSlots`): the observation is the env's own ``text``
-observation (instruction + accessibility tree) read into a vector (per button slot: present,
-position, width, whether its label is the instructed one) and the action picks a slot to click
-(``click(x, y)`` at its centre). No pixels: the comparison is about the runtimes.
+Workloads (``bench/_async_workloads.py`` builds their pieces):
 
-Fairness (issue 12): both runtimes train the same policy with the same algorithm (decoupled PPO;
-on fresh data it is PPO) and the same update work per sample (the same ``[T, N]`` batch, epochs and
-minibatches), on the same number of envs ``N = 8``, stepped concurrently:
+* **balanced GUI**: ``omnigym/GUI-ClickButton-v0`` (click the instructed button among 2-6; a wrong
+  click fails) with a uniform 15-25 ms UI latency per step, read into a vector by a thin adapter
+  (``ClickSlots``) so that an MLP (2 x 2048) acts; learner time about the env time.
+* **long-tail GUI**: the same env with log-normal latencies (median 20 ms, sigma 1, clipped at 1 s:
+  mostly 20 ms, now and then 100-500), 4 workers of 2 envs (threads, and processes).
+* **variable-length VLM**: a tiny random Qwen2 language model (built offline) as the ``vlm``
+  policy on the text of ``GUI-ClickButton``, real KV-cached generation, with reply lengths drawn
+  log-normally (median 8 tokens, sigma 1, at most 96) through a forced end-of-reply token
+  (``ReplyLengths``); 4 process workers of 2 envs. Generation is computation, not waiting: on
+  2 cores the workers and the learner share the CPU, so little overlap is possible.
 
-* ``local``: one vector env of ``N`` envs whose steps run on ``N`` threads (:class:`ThreadVectorEnv`,
-  what a careful user does for envs that wait), so the latencies overlap; the loop collects ``T``
-  steps, then updates.
-* ``async``: 2 env workers, each with a :class:`ThreadVectorEnv` of ``N / 2`` envs, collecting while
-  the learner updates (``runtime.max_staleness`` 1).
-* ``ray`` (when Ray is installed; ``--runtimes`` chooses): the same 2 workers as Ray actors on a
-  local 2-CPU Ray started once before the runs (as a user's cluster would be); each actor reserves
-  ``2 / num_workers`` CPUs. Its samples/s include starting the actors (a process each, 1-3 s);
-  ``steady`` figures leave out the first iteration of every runtime.
+Fairness: every runtime trains the same policy with the same algorithm (decoupled PPO; on fresh
+data it is PPO) and the same update work per sample (the same ``[T, N]`` batch, epochs and
+minibatches), on the same ``N = 8`` envs stepped concurrently:
 
-Only the overlap of acting and learning differs, plus one thing that comes with decoupling: a
-worker's vector step waits for the slowest of its 4 latencies, not of all 8. The full run also has a
-fixed latency (no such gain) and 8 workers of 1 env.
+* ``local``: one vector env of ``N`` envs whose steps run on ``N`` threads (``ThreadVectorEnv``),
+  so the latencies overlap; the VLM generates one batch of ``N`` replies per step. It collects
+  ``T`` steps, then updates.
+* ``async``: ``K`` env workers of ``N / K`` envs each, collecting while the learner updates
+  (``runtime.max_staleness`` 1), as threads or as processes (``runtime.async.workers``).
+* ``ray`` (when Ray is installed; ``--runtimes`` chooses): the thread settings' workers as Ray
+  actors on a local 2-CPU Ray started once before the runs (as a user's cluster would be); each
+  actor reserves ``2 / num_workers`` CPUs. Its samples/s include starting the actors (a process
+  each, 1-3 s); ``steady`` figures leave out the first iteration of every runtime.
+
+Besides the overlap of acting and learning, decoupling changes one thing: a worker's batch waits
+for the slowest of its ``N / K`` envs (or longest of its replies), not of all ``N``. On long tails
+that is most of the gain; the **overlap bound** of each setting counts both: ``(C + U) /
+max(C_async, U)`` with ``C``, ``U`` the local loop's collect and update times and ``C_async`` the
+collect time less the waiting a batch of ``N / K`` no longer does (from the latency or length
+distribution's expected maximum). ``bound_fraction`` = ratio / bound: how much of it the runtime
+reached on this machine, where the overlapped parts share 2 cores.
 
 Reported: trained samples per second of each runtime over the whole run (``ratio`` = async /
-local, ``ray_ratio`` = ray / local), learning curves (training episode return vs samples) and a
-final deterministic evaluation (100 episodes, no latency), the learner's share of the local loop
-(``learn/env`` = update time / collect time: what overlap can hide), and the async metrics (env and
-learner utilisation, staleness, weight-sync bytes). The sweep changes ``num_epochs`` (the
-learner's time per sample). The ideal ratio is ``(E + L) / max(E, L)`` (2 when the learner's
-time ``L`` equals the env's ``E``); on a shared machine the overlapped parts slow each other, which
-the utilisations show.
+local, ``ray_ratio`` = ray / local), learning curves and a final deterministic evaluation (GUI:
+100 episodes, no latency), the learner's share of the local loop (``learn/env``), the async
+metrics (env and learner utilisation, staleness histogram, the importance weights' effective
+sample size and the behaviour-vs-learner KL, weight-sync bytes). The full run also sweeps
+``num_epochs`` (the learner's time per sample), a fixed latency and 8 workers of 1 env.
 
-Last line: one JSON object; ``ratio`` is the balanced setting's (learner time about env time).
+Last line: one JSON object; ``ratio`` is the long-tail GUI workload's (target >= 2.0 with 4+
+workers on 2 cores), ``workloads`` has each workload's ratio, bound and fraction.
 
-Usage: ``omnigym bench async_vs_sync [--quick]``
+Usage: ``omnigym bench async_vs_sync [--quick] [--settings NAME ...] [--runtimes async ray]``
 """
 
 from __future__ import annotations
@@ -44,146 +53,64 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import re
+import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
-from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+from _async_workloads import ENV_ID, ReplyLengths, ThreadVectorEnv, make_click_slots
 
 DURATIONS = {"quick": "3.5 min", "full": "10 min"}
 """Measured on 2 shared CPU cores: docs/runtime.md, "Benchmark: omnigym bench async_vs_sync"."""
 
-ENV_ID = "omnigym_bench/GUIClickSlots-v0"
-SLOTS = 6
-"""ClickButton shows 2-6 buttons."""
-BUTTON = re.compile(r'^\[\d+\] button "(?P<label>[^"]*)" \((?P<x>\d+), (?P<y>\d+), (?P<w>\d+), (?P<h>\d+)\)$')
-TARGET = re.compile(r'Click the button "(?P<label>[^"]*)"')
+VLM_ENV_ID = "omnigym/GUI-ClickButton-v0"
+_TINY_MODEL: list[Path] = []
 
 
-class ClickSlots(gym.Wrapper):
-    """ClickButton as a vector observation and ``Discrete(6)`` slot actions (see the module docstring).
+def reply_lengths(setting: dict[str, Any], eos: int) -> ReplyLengths:
+    """The VLM setting's reply-length processor."""
+    return ReplyLengths(eos, setting["reply_median"], setting["reply_sigma"], setting["max_new_tokens"])
 
-    Observation ``state`` [6 * 5]: per slot ``present, x / W, y / H, w / W, is_target``, slots in
-    the accessibility tree's order. Action ``i``: click the centre of slot ``i`` (a missing slot's
-    click lands on the empty window: no effect, reward 0).
+
+def tiny_model() -> Path:
+    """A tiny random Qwen2 language model, built once per run (offline, from a config)."""
+    if not _TINY_MODEL:
+        from omnigym.policies.vlm.tiny import make_tiny
+
+        _TINY_MODEL.append(make_tiny("qwen2", Path(tempfile.mkdtemp(prefix="omnigym-bench-tiny-lm-"))))
+    return _TINY_MODEL[0]
+
+
+def latency_option(setting: dict[str, Any]) -> Any:
+    """The env's ``latency`` option of a setting (a list for a range, a dict for a distribution)."""
+    latency = setting["latency"]
+    if isinstance(latency, dict):
+        return dict(latency)
+    return list(latency) if isinstance(latency, (tuple, list)) else float(latency)
+
+
+def overlap_bound(setting: dict[str, Any], local: dict[str, Any]) -> float:
+    """The best async/sync ratio the setting allows: ``(C + U) / max(C_async, U)``.
+
+    ``C`` and ``U`` are the local loop's collect and update time. ``C_async`` is ``C`` less the
+    latency a worker's batch of ``n = N / K`` envs no longer waits for: each step of the local loop
+    waits for the slowest of ``N`` latencies, a worker's for the slowest of ``n``.
     """
+    from omnigym.envs.latency import LatencyModel
 
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.width, self.height = env.unwrapped.config.width, env.unwrapped.config.height
-        self.observation_space = spaces.Dict({"state": spaces.Box(-1.0, 2.0, (SLOTS * 5,), np.float32)})
-        self.action_space = spaces.Discrete(SLOTS)
-        self._centres: list[tuple[int, int]] = []
-
-    def reset(self, **kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Reset the GUI env and read its text."""
-        obs, info = self.env.reset(**kwargs)
-        return self._read(obs["text"]), info
-
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        """Click the slot's centre."""
-        slot = int(action)
-        x, y = self._centres[slot] if slot < len(self._centres) else (1, 1)
-        obs, reward, terminated, truncated, info = self.env.step(f"click({x}, {y})")
-        return self._read(obs["text"]), float(reward), terminated, truncated, info
-
-    def _read(self, text: str) -> dict[str, np.ndarray]:
-        target = TARGET.search(text)
-        buttons = [m for m in (BUTTON.match(line.strip()) for line in text.splitlines()) if m]
-        state = np.zeros((SLOTS, 5), np.float32)
-        self._centres = []
-        for i, b in enumerate(buttons[:SLOTS]):
-            x, y, w, h = (int(b[k]) for k in "xywh")
-            self._centres.append((x + w // 2, y + h // 2))
-            is_target = float(target is not None and b["label"] == target["label"])
-            state[i] = (1.0, x / self.width, y / self.height, w / self.width, is_target)
-        return {"state": state.reshape(-1)}
-
-
-def make_click_slots(**kwargs: Any) -> gym.Env:
-    """The adapted ClickButton env; ``kwargs`` go to the GUI env (``latency``, ...)."""
-    import omnigym.envs  # noqa: F401  (registers the GUI ids)
-
-    return ClickSlots(gym.make("omnigym/GUI-ClickButton-v0", obs_keys=["text"], **kwargs))
-
-
-class ThreadVectorEnv(gym.vector.VectorEnv):
-    """``N`` envs stepped on ``N`` threads (same-step autoreset).
-
-    The latencies overlap, as in an ``AsyncVectorEnv``, without processes: for envs whose steps
-    wait (sleep, I/O) and so release the GIL.
-    """
-
-    metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}  # noqa: RUF012
-
-    def __init__(self, envs: list[gym.Env]) -> None:
-        self.envs = envs
-        self.num_envs = len(envs)
-        self.single_observation_space = envs[0].observation_space
-        self.single_action_space = envs[0].action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._pool = ThreadPoolExecutor(self.num_envs, thread_name_prefix="bench-vec-env")
-
-    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        """Reset every env (sub-env ``i`` with ``seed + i``)."""
-        seeds = (
-            seed
-            if isinstance(seed, list)
-            else [None if seed is None else seed + i for i in range(self.num_envs)]
-        )
-        results = list(self._pool.map(lambda e, s: e.reset(seed=s), self.envs, seeds))
-        infos: dict[str, Any] = {}
-        for i, (_, info) in enumerate(results):
-            infos = self._add_info(infos, info, i)
-        return self._batch([obs for obs, _ in results]), infos
-
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every env on its thread; finished ones reset in the same step."""
-        results = list(self._pool.map(self._step_one, self.envs, list(actions)))
-        infos: dict[str, Any] = {}
-        for i, (_, _, _, _, info, final) in enumerate(results):
-            if final is not None:
-                infos = self._add_info(infos, {"final_obs": final[0], "final_info": final[1]}, i)
-            infos = self._add_info(infos, info, i)
-        return (
-            self._batch([r[0] for r in results]),
-            np.array([r[1] for r in results], np.float64),
-            np.array([r[2] for r in results], bool),
-            np.array([r[3] for r in results], bool),
-            infos,
-        )
-
-    @staticmethod
-    def _step_one(env: gym.Env, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any], Any]:
-        obs, reward, terminated, truncated, info = env.step(action)
-        final = None
-        if terminated or truncated:
-            final = (obs, info)
-            obs, info = env.reset()
-        return obs, reward, terminated, truncated, info, final
-
-    def _batch(self, observations: list[Any]) -> Any:
-        out = create_empty_array(self.single_observation_space, self.num_envs)
-        return concatenate(self.single_observation_space, observations, out)
-
-    def close_extras(self, **kwargs: Any) -> None:
-        """Close the envs and the threads."""
-        for env in self.envs:
-            env.close()
-        self._pool.shutdown()
-
-
-if ENV_ID not in gym.registry:
-    gym.register(ENV_ID, entry_point=make_click_slots)
+    n_all, n_worker = setting["num_envs"], setting["num_envs"] // setting["num_workers"]
+    collect, update = local["collect_s"], local["update_s"]
+    if setting.get("kind") == "vlm":  # a batch generates until its longest reply ends
+        lengths = reply_lengths(setting, eos=0)
+        collect_async = collect * lengths.expected_max(n_worker) / lengths.expected_max(n_all)
+    else:
+        model = LatencyModel.parse(latency_option(setting))
+        steps = local["samples"] / n_all
+        collect_async = collect - steps * (model.expected_max(n_all) - model.expected_max(n_worker))
+    return (collect + update) / max(collect_async, update, 1e-9)
 
 
 def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir: Path) -> Any:
@@ -193,19 +120,31 @@ def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run
     from omnigym.platform.experiment import build_experiment
 
     num_envs = setting["num_envs"]
+    if setting.get("kind") == "vlm":  # the GUI task's text, read by a tiny language model
+        env: dict[str, Any] = {"id": VLM_ENV_ID, "num_envs": num_envs, "kwargs": {"obs_keys": ["text"]}}
+        policy: dict[str, Any] = {
+            "type": "vlm",
+            "model": str(tiny_model()),
+            "obs_keys": ["text"],
+            "max_new_tokens": setting["max_new_tokens"],
+            "max_prompt_tokens": 512,
+        }
+    else:
+        env = {"id": ENV_ID, "num_envs": num_envs, "kwargs": {"latency": latency_option(setting)}}
+        policy = {"type": "mlp", "hidden_sizes": setting["hidden_sizes"]}
     return build_experiment(
         {
             "name": f"async_vs_sync_{runtime}",
             "seed": seed,
             "total_steps": steps,
             "run_dir": str(run_dir),
-            "env": {"id": ENV_ID, "num_envs": num_envs, "kwargs": {"latency": list(setting["latency"])}},
-            "policy": {"type": "mlp", "hidden_sizes": setting["hidden_sizes"]},
+            "env": env,
+            "policy": policy,
             "algo": {
                 "type": "decoupled_ppo",
                 "num_steps": setting["num_steps"],
                 "num_epochs": setting["num_epochs"],
-                "num_minibatches": 4,
+                "num_minibatches": setting.get("num_minibatches", 4),
                 "learning_rate": setting["learning_rate"],
                 "anneal_lr": False,
                 "gamma": 0.9,
@@ -216,6 +155,7 @@ def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run
             "runtime": {
                 "type": runtime,
                 "num_workers": setting["num_workers"],
+                "async": {"workers": setting["workers"] if runtime == "async" else "thread"},
                 "max_staleness": 1,
                 "torch_threads": torch.get_num_threads(),  # what main applied (apply_thread_policy)
                 "ray": {"cpus_per_worker": min(1.0, 2 / setting["num_workers"])},
@@ -239,20 +179,28 @@ def train(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir:
 
     config = experiment(runtime, setting, steps, seed, run_dir)
     trainer = OnPolicyTrainer(config, run_dir)
+    vlm = setting.get("kind") == "vlm"
+    if vlm:  # before the workers copy the policy: each copy draws its own lengths
+        eos = trainer.policy.processor.eos_token_id
+        trainer.policy.logits_processors = [reply_lengths(setting, eos)]
 
     def thread_envs(env_config: Any) -> ThreadVectorEnv:
         return ThreadVectorEnv(
-            [make_click_slots(latency=setting["latency"]) for _ in range(env_config.num_envs)]
+            [make_click_slots(latency=latency_option(setting)) for _ in range(env_config.num_envs)]
         )
 
-    if runtime == "async" and setting["num_workers"] < config.env.num_envs:  # several envs per worker
+    if (
+        runtime == "async"
+        and not vlm
+        and (setting["num_workers"] < config.env.num_envs or setting["workers"] == "process")
+    ):
         trainer.runtime = AsyncRuntime(config, trainer.policy, make_envs=thread_envs)
     if runtime == "ray":  # the actors build the envs themselves (this module travels by value)
         trainer.runtime = RayRuntime(config, trainer.policy, make_envs=thread_envs)
-    if runtime == "local":  # the careful user's vector env: the N latencies overlap
+    if runtime == "local" and not vlm:  # the careful user's vector env: the N latencies overlap
         trainer.envs.close()
         trainer.envs = ThreadVectorEnv(
-            [make_click_slots(latency=setting["latency"]) for _ in range(config.env.num_envs)]
+            [make_click_slots(latency=latency_option(setting)) for _ in range(config.env.num_envs)]
         )
         trainer.collector = make_collector(
             trainer.envs, trainer.policy, config.algo.num_steps, trainer.device
@@ -274,7 +222,10 @@ def train(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir:
         trainer.close()
     seconds = time.perf_counter() - start
     policy = trainer.policy.eval()
-    result = evaluate_policy(policy, ENV_ID, episodes=100, seed=10_000, deterministic=True, num_envs=10)
+    evaluation = None
+    if not vlm:  # a random language model clicks nothing: only its speed is measured
+        result = evaluate_policy(policy, ENV_ID, episodes=100, seed=10_000, deterministic=True, num_envs=10)
+        evaluation = result.summary()["return_mean"]
     collect_s = sum(m["time/collect_s"] for m in lines)
     update_s = sum(m["time/update_s"] for m in lines)
     out: dict[str, Any] = {
@@ -285,7 +236,7 @@ def train(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir:
         "collect_s": collect_s,
         "update_s": update_s,
         "curve": curve,
-        "eval_return": result.summary()["return_mean"],
+        "eval_return": evaluation,
         "torch_threads": torch.get_num_threads(),
     }
     if runtime in ("async", "ray"):
@@ -298,6 +249,10 @@ def train(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir:
         out["staleness_hist"] = {k: v for k, v in last.items() if k.startswith("data/staleness_")}
         out["dropped_stale"] = last["data/dropped_stale"]
         out["env_steps_total"] = last["runtime/env_steps_total"]
+        for key in ("train/ess", "train/behaviour_kl"):
+            values = [m[key] for m in lines if key in m]
+            out[key] = float(np.mean(values)) if values else None
+        out["ess_min"] = min((m["train/ess"] for m in lines if "train/ess" in m), default=None)
     return out
 
 
@@ -312,10 +267,14 @@ def binned(curve: list[tuple[int, float]], total: int, bins: int) -> list[float 
 
 
 JITTER = (0.015, 0.025)
+LONG_TAIL = {"dist": "lognormal", "median_ms": 20, "sigma": 1.0, "max_ms": 1000}
+"""A page that usually answers in 20 ms and now and then in 100-500 (mean 33 ms; the slowest of 8
+simultaneous steps takes 102 ms on average, the slowest of 2 takes 50)."""
 BASE = {
     "num_envs": 8,
     "num_steps": 32,
     "num_workers": 2,
+    "workers": "thread",
     "hidden_sizes": [2048, 2048],
     "learning_rate": 3e-4,
     "latency": JITTER,
@@ -326,12 +285,51 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "learner-bound": {**BASE, "num_epochs": 16},
     "balanced, fixed 20 ms": {**BASE, "num_epochs": 6, "latency": (0.02, 0.02)},
     "balanced, 8 workers x 1 env": {**BASE, "num_epochs": 6, "num_workers": 8},
+    "long-tail": {**BASE, "num_epochs": 8, "num_workers": 4, "latency": LONG_TAIL},
+    "long-tail, process workers": {
+        **BASE,
+        "num_epochs": 8,
+        "num_workers": 4,
+        "workers": "process",
+        "latency": LONG_TAIL,
+    },
+    "vlm": {
+        "kind": "vlm",
+        "num_envs": 8,
+        "num_steps": 4,
+        "num_workers": 4,
+        "workers": "process",
+        "num_epochs": 1,
+        "num_minibatches": 2,
+        "learning_rate": 1e-5,
+        "samples": 256,
+        "reply_median": 8,
+        "reply_sigma": 1.0,
+        "max_new_tokens": 96,
+        "latency": 0.0,
+    },
 }
 """Settings of the sweep: ``num_epochs`` moves the learner's time per sample (about 0.15, 0.8 and
-2 times the env's in the local loop, on an idle core); the last two change the latency's jitter and
-the split of the envs between workers (2 workers of 4 envs by default). The MLP is wide (2 x 2048)
-so that the learner's time is spent in kernels, as a real learner's is, rather than in Python."""
-QUICK = ("env-bound", "balanced", "learner-bound")
+2 times the env's in the local loop, on an idle core); the next two change the latency's jitter and
+the split of the envs between workers (2 workers of 4 envs by default). The long-tail workload has
+log-normal latencies and 4 workers of 2 envs (threads, or processes). The MLP is wide (2 x 2048) so
+that the learner's time is spent in kernels, as a real learner's is, rather than in Python."""
+WORKLOADS = {"balanced GUI": "balanced", "long-tail GUI": "long-tail", "variable-length VLM": "vlm"}
+"""The workloads the JSON reports, and the setting each is measured with."""
+SEEDS = {"balanced": (1, 2), "long-tail": (1, 2, 3), "long-tail, process workers": (1, 2, 3)}
+"""Seeds of the full run (1 for the rest): learning parity on the long-tail workload over 3."""
+QUICK = ("balanced", "long-tail", "long-tail, process workers", "vlm")
+
+
+def workers_text(setting: dict[str, Any]) -> str:
+    """``4 threads x 2 envs``: how the async run splits the envs."""
+    per_worker = setting["num_envs"] // setting["num_workers"]
+    return f"{setting['num_workers']} {setting['workers']} workers x {per_worker} envs"
+
+
+RUNS: dict[tuple[Any, ...], dict[str, Any]] = {}
+"""Runs by (runtime, seed, steps, setting without its worker kind): settings that differ only in the
+async workers' kind share their local and ray runs."""
 
 
 def compare(name: str, steps: int, seed: int, root: Path, runtimes: tuple[str, ...]) -> dict[str, Any]:
@@ -340,15 +338,24 @@ def compare(name: str, steps: int, seed: int, root: Path, runtimes: tuple[str, .
     row: dict[str, Any] = {
         "setting": name,
         "num_epochs": setting["num_epochs"],
-        "latency": setting["latency"],
+        "latency": latency_option(setting),
+        "workers": workers_text(setting),
     }
+    if setting["workers"] == "process":  # Ray actors are processes already: the thread row has them
+        runtimes = tuple(r for r in runtimes if r != "ray")
     for runtime in runtimes:
-        row[runtime] = train(
+        key = (runtime, seed, steps, json.dumps({k: v for k, v in setting.items() if k != "workers"}))
+        if runtime != "async" and key in RUNS:  # the same local (or ray) run as another setting's
+            row[runtime] = RUNS[key]
+            continue
+        row[runtime] = RUNS[key] = train(
             runtime, setting, steps, seed, root / f"{name}-{runtime}-{seed}".replace(" ", "_")
         )
     local = row["local"]
     row["learner_over_env"] = local["update_s"] / local["collect_s"]
     row["ratio"] = row["async"]["sps"] / local["sps"]
+    row["overlap_bound"] = overlap_bound(setting, local)
+    row["bound_fraction"] = row["ratio"] / row["overlap_bound"]
     row["ratio_steady"] = row["async"]["sps_steady"] / local["sps_steady"]
     if "ray" in row:
         row["ray_ratio"] = row["ray"]["sps"] / local["sps"]
@@ -356,9 +363,24 @@ def compare(name: str, steps: int, seed: int, root: Path, runtimes: tuple[str, .
     return row
 
 
+def shown(value: float | None) -> str:
+    """A figure for the table (``-`` where there is none)."""
+    return "  -  " if value is None else f"{value:5.2f}"
+
+
 def print_table(rows: list[dict[str, Any]]) -> None:
     """One line per setting, then the learning curves."""
-    header = ("setting", "epochs", "learn/env", "local sps", "async sps", "ratio", "env util", "lrn util")
+    header = (
+        "setting",
+        "epochs",
+        "learn/env",
+        "local sps",
+        "async sps",
+        "ratio",
+        "bound",
+        "env util",
+        "lrn util",
+    )
     print(f"{header[0]:30s}", " ".join(f"{h:>9s}" for h in header[1:]), f"{'stale':>5s} {'eval L/A':>11s}")
     for row in rows:
         a, loc = row["async"], row["local"]
@@ -368,13 +390,14 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             loc["sps"],
             a["sps"],
             row["ratio"],
+            row["overlap_bound"],
             a["runtime/env_util"],
             a["runtime/learner_util"],
         )
         print(
             f"{row['setting']:30s}",
             " ".join(f"{n:9.2f}" for n in numbers),
-            f"{a['runtime/staleness_mean']:5.2f} {loc['eval_return']:5.2f}/{a['eval_return']:5.2f}",
+            f"{a['runtime/staleness_mean']:5.2f} {shown(loc['eval_return'])}/{shown(a['eval_return'])}",
         )
         if "ray" in row:
             r = row["ray"]
@@ -415,6 +438,7 @@ def start_ray() -> None:
     import ray
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.cloudpickle.register_pickle_by_value(sys.modules["_async_workloads"])
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 
 
@@ -439,7 +463,9 @@ def ray_figures(row: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     """Run the sweep, print the table and the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 settings, 4096 samples each (< 5 min)")
+    parser.add_argument(
+        "--quick", action="store_true", help="the balanced and long-tail settings, 4096 samples each"
+    )
     parser.add_argument(
         "--out", type=Path, default=None, help="where the runs go (default: a new temporary directory)"
     )
@@ -449,6 +475,21 @@ def main() -> None:
         choices=("async", "ray"),
         default=None,
         help="compared with local (default: async, and ray when it is installed)",
+    )
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        choices=tuple(SETTINGS),
+        default=None,
+        metavar="SETTING",
+        help=f"settings to run (default: all, or the quick ones); any of {', '.join(map(repr, SETTINGS))}",
+    )
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        default=None,
+        help="seeds of every setting (default: 1; the full run gives balanced 1 2 and long-tail 1 2 3)",
     )
     args = parser.parse_args()
     # a fresh directory per run unless given: a bench must run again without refusing its last runs
@@ -463,22 +504,30 @@ def main() -> None:
     if "ray" in runtimes:
         start_ray()
     steps = 4096
-    names = QUICK if args.quick else tuple(SETTINGS)
+    names = args.settings or (QUICK if args.quick else tuple(SETTINGS))
     rows = []
     for name in names:
         long_run = name == "balanced"
-        seeds = (1,) if args.quick or not long_run else (1, 2)
+        seeds = (1,) if args.quick else SEEDS.get(name, (1,))
+        seeds = tuple(args.seeds) if args.seeds else seeds
         for seed in seeds:
-            row = compare(name, steps if args.quick or not long_run else 4 * steps, seed, out, runtimes)
+            samples = SETTINGS[name].get("samples", steps if args.quick or not long_run else 4 * steps)
+            row = compare(name, samples, seed, out, runtimes)
             row["seed"] = seed
-            row["curve_bins"] = {r: binned(row[r]["curve"], row[r]["samples"], 8) for r in runtimes}
+            ran = [r for r in runtimes if r in row]
+            row["curve_bins"] = {r: binned(row[r]["curve"], row[r]["samples"], 8) for r in ran}
             rows.append(row)
             print(f"# {name} seed {seed}: ratio {row['ratio']:.2f}", file=sys.stderr, flush=True)
     print_table(rows)
-    balanced = [row for row in rows if row["setting"] == "balanced"]
+    if "ray" in runtimes:  # before the result: nothing Ray prints while stopping may follow it
+        import ray
+
+        ray.shutdown()
+    workloads = workload_figures(rows)
     figures = {
-        "ratio": float(np.mean([row["ratio"] for row in balanced])),
-        "ray_ratio": float(np.mean([row["ray_ratio"] for row in balanced])) if "ray" in runtimes else None,
+        "ratio": workloads.get("long-tail GUI", {}).get("ratio"),
+        "ratio_balanced": workloads.get("balanced GUI", {}).get("ratio"),
+        "workloads": workloads,
         "torch_threads": threads,
         "quick": args.quick,
         "settings": [
@@ -489,7 +538,13 @@ def main() -> None:
                 "learner_over_env": round(row["learner_over_env"], 3),
                 "local_sps": round(row["local"]["sps"], 1),
                 "async_sps": round(row["async"]["sps"], 1),
+                "workers": row["workers"],
                 "ratio": round(row["ratio"], 3),
+                "overlap_bound": round(row["overlap_bound"], 3),
+                "bound_fraction": round(row["bound_fraction"], 3),
+                "ess_mean": row["async"]["train/ess"],
+                "ess_min": row["async"]["ess_min"],
+                "behaviour_kl_mean": row["async"]["train/behaviour_kl"],
                 "env_util": round(row["async"]["runtime/env_util"], 3),
                 "learner_util": round(row["async"]["runtime/learner_util"], 3),
                 "staleness_mean": round(row["async"]["runtime/staleness_mean"], 3),
@@ -507,7 +562,42 @@ def main() -> None:
             for row in rows
         ],
     }
-    print(json.dumps(figures))
+    print(json.dumps(figures), flush=True)
+    sys.stderr.flush()
+    os._exit(0)  # no interpreter teardown output (thread pools, Ray's core worker) after the result
+
+
+def workload_figures(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per workload: the async/sync ratio, the overlap bound and the share of it reached.
+
+    Means over seeds; with the process workers' figures and Ray's ratio where they ran.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for workload, setting in WORKLOADS.items():
+        mine = [row for row in rows if row["setting"] == setting]
+        if not mine:
+            continue
+        figures: dict[str, Any] = {
+            "setting": setting,
+            "workers": mine[0]["workers"],
+            "ratio": round(float(np.mean([row["ratio"] for row in mine])), 3),
+            "overlap_bound": round(float(np.mean([row["overlap_bound"] for row in mine])), 3),
+            "bound_fraction": round(float(np.mean([row["bound_fraction"] for row in mine])), 3),
+        }
+        if mine[0]["local"]["eval_return"] is not None:  # learning parity: final evaluation per seed
+            figures["eval_return_local"] = [row["local"]["eval_return"] for row in mine]
+            figures["eval_return_async"] = [row["async"]["eval_return"] for row in mine]
+        if "ray" in mine[0]:
+            figures["ray_ratio"] = round(float(np.mean([row["ray_ratio"] for row in mine])), 3)
+        processes = [row for row in rows if row["setting"] == f"{setting}, process workers"]
+        if processes:
+            figures["process_ratio"] = round(float(np.mean([row["ratio"] for row in processes])), 3)
+            figures["process_bound_fraction"] = round(
+                float(np.mean([row["bound_fraction"] for row in processes])), 3
+            )
+            figures["eval_return_process"] = [row["async"]["eval_return"] for row in processes]
+        out[workload] = figures
+    return out
 
 
 if __name__ == "__main__":

@@ -63,9 +63,9 @@ def build_dataclass(
     for name, field in fields.items():
         key = _join(path, name)
         if name in data:
-            kwargs[name] = _convert(data[name], hints[name], key, resolve_type)
+            kwargs[field.name] = _convert(data[name], hints[field.name], key, resolve_type)
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
-            raise ConfigError(f"Missing required config key '{key}' ({_type_name(hints[name])}).")
+            raise ConfigError(f"Missing required config key '{key}' ({_type_name(hints[field.name])}).")
     try:
         return cls(**kwargs)
     except ConfigError:
@@ -86,7 +86,7 @@ def config_to_dict(obj: Any) -> dict[str, Any]:
 
 def _to_plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        return {config_key(f): _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
     if isinstance(value, Mapping):
         return {key: _to_plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
@@ -94,10 +94,20 @@ def _to_plain(value: Any) -> Any:
     return str(value) if isinstance(value, Path) else value
 
 
+CONFIG_KEY = "config_key"
+"""Field metadata naming a field's config key when it cannot be its Python name (``async``)."""
+
+
+def config_key(field: dataclasses.Field) -> str:
+    """The key a dataclass field has in configs: ``metadata["config_key"]``, else its name."""
+    return str(field.metadata.get(CONFIG_KEY, field.name))
+
+
 def _init_fields(cls: type) -> dict[str, dataclasses.Field]:
+    """The fields a config sets, by config key."""
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise TypeError(f"expected a dataclass type, got {cls!r}")
-    return {f.name: f for f in dataclasses.fields(cls) if f.init}
+    return {config_key(f): f for f in dataclasses.fields(cls) if f.init}
 
 
 def _resolve_class(base: type, data: Mapping[str, Any], path: str, resolve_type: TypeResolver) -> type:

@@ -19,6 +19,9 @@ from torch import Tensor
 OBS_IMAGE = "image"  # uint8 [H, W, 3]: BEV raster, screenshot, rendered camera
 OBS_STATE = "state"  # float32 [D]: proprioception, object poses, ego state
 OBS_TEXT = "text"  # str: instruction, mission, textual state
+TOKEN_VERSION_KEY = "token_version"
+"""Policy ``extras`` key of each generated token's weights version, written when a reply spans a
+weight update (interruptible generation, ``runtime.async.interrupt_every_tokens``). Shape: [B, L]."""
 WELL_KNOWN_OBS_KEYS = (OBS_IMAGE, OBS_STATE, OBS_TEXT)
 
 Obs = dict[str, Tensor]

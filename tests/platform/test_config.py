@@ -534,3 +534,16 @@ def test_eval_video_episodes_must_be_positive() -> None:
     assert build_experiment({"eval": {"video": True, "video_episodes": 3}}).eval.video_episodes == 3
     with pytest.raises(ConfigError, match=r"eval.video_episodes must be >= 1, got 0"):
         build_experiment({"eval": {"video_episodes": 0}})
+
+
+def test_a_field_can_have_a_config_key_that_python_reserves() -> None:
+    # runtime.async: "async" cannot be a dataclass field, so the field carries its key as metadata
+    from omnigym.platform.runtime import RuntimeConfig
+
+    runtime = build_dataclass(RuntimeConfig, {"type": "async", "async": {"workers": "process"}}, "runtime")
+    assert runtime.async_.workers == "process"
+    plain = config_to_dict(runtime)
+    assert plain["async"]["workers"] == "process" and "async_" not in plain
+    assert build_dataclass(RuntimeConfig, plain, "runtime") == runtime
+    with pytest.raises(ConfigError, match=r"Unknown config key 'runtime\.async_'"):
+        build_dataclass(RuntimeConfig, {"async_": {}}, "runtime")

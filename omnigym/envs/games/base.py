@@ -27,6 +27,7 @@ from gymnasium import spaces
 
 from omnigym.core.text_actions import ACTION_TEXT_CHARSET, ACTION_TEXT_MAX_LENGTH, ActionParseError
 from omnigym.core.types import OBS_IMAGE, OBS_STATE, OBS_TEXT
+from omnigym.envs.latency import LatencyModel, LatencySpec, StepDelay
 
 OBS_KEYS = (OBS_IMAGE, OBS_TEXT, OBS_STATE)
 """The observation keys a game can emit (``state`` only where the game defines one)."""
@@ -74,8 +75,13 @@ class GameConfig:
     """Reward of a step whose action does not parse or breaks the rules (it changes nothing)."""
     instructions: bool = True
     """Start the ``text`` observation with the rules and the action vocabulary (a prompt)."""
+    latency: LatencySpec = 0.0
+    """Simulated server latency each step sleeps (a game behind a socket or a browser): seconds, a
+    ``(low, high)`` range, or a distribution such as ``{dist: lognormal, median_ms: 20, sigma: 1}``
+    (``envs/latency.py``); it never changes the game."""
 
     def __post_init__(self) -> None:
+        LatencyModel.parse(self.latency)  # raises on a malformed latency
         self.obs_keys = tuple(self.obs_keys)
         if self.action_space not in ACTION_SPACES:
             raise ValueError(f"action_space must be one of {ACTION_SPACES}, got {self.action_space!r}")
@@ -140,6 +146,7 @@ class GameEnv(gym.Env[dict[str, Any], Any]):
             every[OBS_STATE] = spaces.Box(-np.inf, np.inf, (self.state_size(),), np.float32)
         self._emit = tuple(key for key in OBS_KEYS if key in self.config.obs_keys)
         self.observation_space = spaces.Dict({key: every[key] for key in self._emit})
+        self._delay = StepDelay(self.config.latency)
         self._started = False
 
     # --- hooks ------------------------------------------------------------------------------
@@ -198,6 +205,7 @@ class GameEnv(gym.Env[dict[str, Any], Any]):
         """Draw a new game from the seed (same seed -> same game)."""
         super().reset(seed=seed)
         self.new_game(self.np_random)
+        self._delay.reseed(seed)
         self._started = True
         return self._observation(), {"is_success": False, "action_valid": True, "action_error": ""}
 
@@ -210,6 +218,7 @@ class GameEnv(gym.Env[dict[str, Any], Any]):
         if not self._started:
             raise RuntimeError("call reset() before step()")
         indices, error = self._indices(action)
+        latency = self._delay()
         reward, terminated, success = 0.0, False, False
         for index in indices:
             outcome = self.apply(index)
@@ -223,6 +232,8 @@ class GameEnv(gym.Env[dict[str, Any], Any]):
         if error:
             reward += self.config.invalid_action_penalty
         info = {"is_success": success, "action_valid": not error, "action_error": error}
+        if not self._delay.model.is_zero:
+            info["latency_s"] = latency
         return self._observation(), float(reward), terminated, False, info
 
     def _indices(self, action: Any) -> tuple[list[int], str]:

@@ -12,7 +12,6 @@ it.
 from __future__ import annotations
 
 import string
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ from omnigym.envs.gui.families import FAMILIES
 from omnigym.envs.gui.render import Renderer, Theme
 from omnigym.envs.gui.screen import Screen
 from omnigym.envs.gui.task import Task
+from omnigym.envs.latency import LatencyModel, LatencySpec, StepDelay
 
 OBS_KEYS = (OBS_IMAGE, OBS_TEXT)
 """The observation keys a GUI env can emit."""
@@ -44,7 +44,6 @@ TEXT_MAX_LENGTH = 4096
 SUCCESS_REWARD, FAILURE_REWARD = 1.0, -1.0
 MIN_SIZE = 160
 """Smallest screen side: every family's widgets fit from 160x160 up (tested)."""
-Latency = float | tuple[float, float]
 ACTION_SPACES = ("text", "structured")
 """Values of ``GUIConfig.action_space``."""
 
@@ -70,9 +69,10 @@ class GUIConfig:
     """``"text"``: one call of the grammar per step (``Text`` space). ``"structured"``: a
     ``Dict`` of ``kind`` (index into ``ACTION_KINDS``), ``x``, ``y``, ``x2``, ``y2``, ``dy``,
     ``text`` and ``key`` (index into ``KEYS``), read by ``GUIAction.from_structured``."""
-    latency: Latency = 0.0
-    """Seconds each step sleeps (simulated UI latency): a fixed delay or a ``(low, high)``
-    uniform range drawn from a generator of its own (observations never depend on it)."""
+    latency: LatencySpec = 0.0
+    """Simulated UI latency each step sleeps: seconds, a ``(low, high)`` uniform range, or a
+    distribution such as ``{dist: lognormal, median_ms: 20, sigma: 1.0}`` (``envs/latency.py``),
+    drawn from a generator of its own (observations never depend on it)."""
 
     def __post_init__(self) -> None:
         if self.task not in FAMILIES:
@@ -84,17 +84,7 @@ class GUIConfig:
             raise ValueError(f"obs_keys must be a non-empty subset of {OBS_KEYS}, got {self.obs_keys}")
         if self.width < MIN_SIZE or self.height < MIN_SIZE:
             raise ValueError(f"screen must be at least {MIN_SIZE}x{MIN_SIZE}, got {self.width}x{self.height}")
-        low, high = self.latency_range
-        if not 0 <= low <= high:
-            raise ValueError(f"latency must be >= 0 seconds or a (low, high) range, got {self.latency}")
-
-    @property
-    def latency_range(self) -> tuple[float, float]:
-        """``latency`` as a ``(low, high)`` range (equal bounds for a fixed delay)."""
-        if isinstance(self.latency, (tuple, list)):
-            low, high = self.latency
-            return float(low), float(high)
-        return float(self.latency), float(self.latency)
+        LatencyModel.parse(self.latency)  # raises on a malformed latency
 
 
 def structured_action_space(width: int, height: int) -> spaces.Dict:
@@ -151,7 +141,7 @@ class GUIEnv(gym.Env[dict[str, Any], Any]):
         self._emit = {key: key in self.config.obs_keys for key in OBS_KEYS}
         self.observation_space = spaces.Dict({key: every[key] for key in OBS_KEYS if self._emit[key]})
         self.screen: Screen | None = None
-        self._latency_rng = np.random.default_rng(0)
+        self._delay = StepDelay(self.config.latency)
         self._done = False
 
     def reset(
@@ -161,7 +151,7 @@ class GUIEnv(gym.Env[dict[str, Any], Any]):
         super().reset(seed=seed)
         self.screen = self.task.build(self.np_random)
         # Drawn after the task, always: the latency setting never shifts the task's draws.
-        self._latency_rng = np.random.default_rng(int(self.np_random.integers(2**63)))
+        self._delay.reseed(int(self.np_random.integers(2**63)))
         self._done = False
         return self._observation(), {"is_success": False}
 
@@ -175,7 +165,7 @@ class GUIEnv(gym.Env[dict[str, Any], Any]):
         """
         if self.screen is None:
             raise RuntimeError("call reset() before step()")
-        latency = self._sleep()
+        latency = self._delay()
         error = ""
         try:
             parsed: GUIAction | None = (
@@ -201,13 +191,6 @@ class GUIEnv(gym.Env[dict[str, Any], Any]):
             "latency_s": latency,
         }
         return self._observation(), reward, self._done, False, info
-
-    def _sleep(self) -> float:
-        low, high = self.config.latency_range
-        delay = low if low == high else float(self._latency_rng.uniform(low, high))
-        if delay > 0:
-            time.sleep(delay)
-        return delay
 
     def _observation(self) -> dict[str, Any]:
         assert self.screen is not None

@@ -24,17 +24,19 @@ The per-step data the minibatch loss needs beyond PPO's travels in ``Rollout.aux
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor
 
-from omnigym.core.types import OnPolicyBatch, Rollout
+from omnigym.core.types import TOKEN_VERSION_KEY, OnPolicyBatch, Rollout
 from omnigym.platform.algorithms.base import AlgorithmConfig, rollout_logprob
 from omnigym.platform.algorithms.losses import a3po_alpha, approximate_proximal_logprob, decoupled_ppo_loss
 from omnigym.platform.algorithms.ppo import PPO, PPOConfig, masked_mean
 
+log = logging.getLogger(__name__)
 PROXIMAL_LOGPROB_KEY = "proximal_logprob"
 """``aux`` key of the proximal log-probabilities. Shape: [T, N, L] (rollout), [B, L] (batch)."""
 BEHAVIOUR_VERSION_KEY = "behaviour_version"
@@ -71,6 +73,31 @@ def masked_max(x: Tensor, mask: Tensor | None) -> Tensor:
     return torch.where(mask, x, torch.full_like(x, -torch.inf)).max()
 
 
+def normalized_ess(log_weights: Tensor, mask: Tensor | None) -> Tensor:
+    """Effective sample size of importance weights over the counted entries, as a fraction of them.
+
+    ``(sum w)^2 / (n * sum w^2)``: 1 when every weight is equal (fresh data), towards ``1 / n`` when
+    one sample carries all the weight (data the learner's policy would rarely produce).
+    """
+    if mask is None:
+        mask = torch.ones_like(log_weights, dtype=torch.bool)
+    masked = torch.where(mask, log_weights, torch.full_like(log_weights, -torch.inf))
+    count = mask.sum()
+    if not bool(count):
+        return torch.ones((), dtype=log_weights.dtype)
+    weights = (masked - masked.max()).exp()  # scaled by a constant: the ratio is unchanged
+    return weights.sum() ** 2 / (count * (weights**2).sum())
+
+
+def behaviour_kl(log_weights: Tensor, mask: Tensor | None) -> Tensor:
+    """``KL(pi_behav || pi_prox)`` from samples of the behaviour policy (Schulman's k3 estimator).
+
+    ``log_weights = log pi_prox - log pi_behav``; the estimate ``mean(w - 1 - log w)`` is never
+    negative and 0 only when the two policies agree on every sample.
+    """
+    return masked_mean(log_weights.exp() - 1.0 - log_weights, mask)
+
+
 @dataclass
 class DecoupledPPOConfig(PPOConfig):
     """Decoupled PPO: PPO's fields (CleanRL defaults) plus AReaL's decoupled-loss options."""
@@ -91,6 +118,10 @@ class DecoupledPPOConfig(PPOConfig):
     simulated_staleness: int = 0
     """Read by the synchronous trainer: collect each rollout with the policy from this many updates ago,
     so staleness can be studied without the asynchronous runtime (0: collect with the current policy)."""
+    ess_warning: float | None = 0.5
+    """Warn when an update's effective sample size (``train/ess``, a fraction) falls below this:
+    the data is too far off-policy for the importance weights to carry it (lower
+    ``runtime.max_staleness``, or set ``weight_cap``). None: never warn."""
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""
@@ -107,6 +138,8 @@ class DecoupledPPOConfig(PPOConfig):
             raise ValueError("algo.weight_cap must be > 0")
         if self.cap_mode not in ("mask", "clamp"):
             raise ValueError(f"algo.cap_mode must be 'mask' or 'clamp', got {self.cap_mode!r}")
+        if self.ess_warning is not None and not 0 < self.ess_warning <= 1:
+            raise ValueError(f"algo.ess_warning must be in (0, 1] or null, got {self.ess_warning}")
 
 
 class DecoupledPPO(PPO):
@@ -124,6 +157,7 @@ class DecoupledPPO(PPO):
         super().__init__(*args, **kwargs)
         self.version = 0
         self._stale_dropped = 0.0
+        self._last_ess_warning: int | None = None
 
     # --- per-rollout data ---------------------------------------------------------------------
     @torch.no_grad()
@@ -207,6 +241,7 @@ class DecoupledPPO(PPO):
             approx_kl = masked_mean((ratio - 1.0) - logratio, mask)
             clipped = (ratio < 1.0 - cfg.clip_coef) | (ratio > 1.0 + eps_high)
             clipfrac = masked_mean(clipped.float(), mask)
+            log_weights = prox_logprob - batch.logprob  # log w = log pi_prox - log pi_behav
         metrics = {
             "train/loss_policy": pg_loss.detach(),
             "train/loss_value": v_loss.detach(),
@@ -215,6 +250,8 @@ class DecoupledPPO(PPO):
             "train/clipfrac": clipfrac,
             "train/importance_weight": masked_mean(weights.detach(), mask),
             "train/importance_weight_max": masked_max(weights.detach(), mask),
+            "train/ess": normalized_ess(log_weights, mask),
+            "train/behaviour_kl": behaviour_kl(log_weights, mask),
         }
         return loss, metrics
 
@@ -229,8 +266,28 @@ class DecoupledPPO(PPO):
             out["train/stale_dropped"] = self._stale_dropped
         out["train/staleness"] = float(staleness.mean())
         out["train/staleness_max"] = float(staleness.max())
+        for k in range(int(staleness.max()) + 1):  # the batch's histogram: share of steps k versions old
+            out[f"train/staleness_frac_{k}"] = float((staleness == k).float().mean())
+        self._warn_on_low_ess(out.get("train/ess"))
         self.version += 1
         return out
+
+    def _warn_on_low_ess(self, ess: float | None) -> None:
+        """Say (at most every 50 updates) that the importance weights carry too little of the data."""
+        threshold = self.config.ess_warning
+        if ess is None or threshold is None or ess >= threshold:
+            return
+        if self._last_ess_warning is not None and self.version - self._last_ess_warning < 50:
+            return
+        self._last_ess_warning = self.version
+        log.warning(
+            "update %d: the importance weights' effective sample size is %.2f of the batch (below "
+            "algo.ess_warning %.2f): the data is far off-policy; lower runtime.max_staleness or set "
+            "algo.weight_cap",
+            self.version,
+            ess,
+            threshold,
+        )
 
     # --- state -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -286,8 +343,15 @@ class A3PO(DecoupledPPO):
         return approximate_proximal_logprob(batch.logprob, logprob, alpha, method=self.config.prox_method)
 
     def alpha(self, batch: OnPolicyBatch) -> Tensor:
-        """The interpolation weight of each row from its behaviour version. Shape: [B]."""
-        return a3po_alpha(self.version, batch.aux[BEHAVIOUR_VERSION_KEY]).to(batch.logprob.dtype)
+        """The interpolation weight of each row from its behaviour version. Shape: [B].
+
+        Replies generated across a weight update (partial rollouts) carry each token's version in
+        ``extras["token_version"]``; then each token gets its own weight. Shape: [B, L].
+        """
+        versions = batch.extras.get(TOKEN_VERSION_KEY)
+        if versions is None:
+            versions = batch.aux[BEHAVIOUR_VERSION_KEY]
+        return a3po_alpha(self.version, versions).to(batch.logprob.dtype)
 
     def compute_loss(self, batch: OnPolicyBatch) -> tuple[Tensor, dict[str, Tensor]]:
         """The decoupled loss with the interpolated proximal policy; also reports the mean alpha."""

@@ -3,8 +3,9 @@
 Three runtimes (``runtime.type``):
 
 * ``local``: the synchronous loop: collect a rollout, then update, in this thread.
-* ``async``: ``num_workers`` env worker threads collect rollout chunks with copies of the policy
-  while the learner (the trainer's thread) updates; weights travel through
+* ``async``: ``num_workers`` env workers (threads, or processes with ``runtime.async.workers:
+  process``) collect rollout chunks with copies of the policy while the learner (the trainer's
+  thread) updates; weights travel through
   :mod:`~omnigym.platform.runtime.weight_sync`, chunks through
   :mod:`~omnigym.platform.runtime.data_manager` with the staleness bound ``max_staleness``
   (docs/runtime.md).
@@ -35,13 +36,53 @@ class RayConfig:
     """CPUs of the local Ray (None: Ray counts them); ignored when joining a cluster."""
     cpus_per_worker: float = 1.0
     """CPUs each rollout actor reserves; fractions pack several actors on a core (slow, waiting envs)."""
+    resources_per_worker: dict[str, float] = field(default_factory=dict)
+    """Custom Ray resources each rollout actor needs, e.g. ``{env_node: 1}`` to place the actors on
+    the nodes started with ``ray start --resources='{"env_node": 8}'``."""
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""
+        if any(amount <= 0 for amount in self.resources_per_worker.values()):
+            raise ValueError(
+                f"runtime.ray.resources_per_worker amounts must be > 0, got {self.resources_per_worker}"
+            )
         if self.cpus_per_worker < 0:
             raise ValueError(f"runtime.ray.cpus_per_worker must be >= 0, got {self.cpus_per_worker}")
         if self.num_cpus is not None and self.num_cpus < 1:
             raise ValueError(f"runtime.ray.num_cpus must be >= 1 or null, got {self.num_cpus}")
+
+
+@dataclass
+class AsyncConfig:
+    """How the ``async`` runtime's env workers run (``runtime.async``)."""
+
+    workers: Literal["thread", "process"] = "thread"
+    """``thread``: each worker a thread of the learner's process (envs whose steps wait: sleep and
+    I/O release the GIL); ``process``: each worker a child process with its own envs and policy
+    copy (envs or policies that compute in Python: no GIL shared with the learner)."""
+    start_timeout_s: float = 300.0
+    """``process``: how long a worker process may take to start (import, build its envs)."""
+    interrupt_every_tokens: int = 0
+    """Partial rollouts (AReaL): a worker whose policy generates (``vlm``) checks for newer weights
+    every this many generated tokens and continues the reply under them, each token's version
+    recorded (``extras["token_version"]``) for decoupled PPO / A-3PO. 0: a reply is generated
+    under the weights it started with. Thread workers only."""
+
+    def __post_init__(self) -> None:
+        """Reject values that cannot work."""
+        if self.interrupt_every_tokens < 0:
+            raise ValueError(
+                f"runtime.async.interrupt_every_tokens must be >= 0, got {self.interrupt_every_tokens}"
+            )
+        if self.interrupt_every_tokens and self.workers != "thread":
+            raise ValueError(
+                "runtime.async.interrupt_every_tokens needs thread workers (a worker process gets new "
+                "weights only between chunks); set runtime.async.workers: thread"
+            )
+        if self.workers not in ("thread", "process"):
+            raise ValueError(f"runtime.async.workers must be 'thread' or 'process', got {self.workers!r}")
+        if self.start_timeout_s <= 0:
+            raise ValueError(f"runtime.async.start_timeout_s must be > 0, got {self.start_timeout_s}")
 
 
 @dataclass
@@ -76,6 +117,8 @@ class RuntimeConfig:
     """``async``/``ray``: how long closing waits for each worker to finish its current step and stop."""
     ray: RayConfig = field(default_factory=RayConfig)
     """``ray``: the Ray cluster and each actor's resources."""
+    async_: AsyncConfig = field(default_factory=AsyncConfig, metadata={"config_key": "async"})
+    """``async``: threads or processes as env workers (the config key is ``async``)."""
 
     def __post_init__(self) -> None:
         """Reject values that cannot work."""
@@ -90,6 +133,11 @@ class RuntimeConfig:
             )
         if self.max_restarts < 0:
             raise ValueError(f"runtime.max_restarts must be >= 0, got {self.max_restarts}")
+        if self.async_.workers == "process" and self.type != "async":
+            raise ValueError(
+                f"runtime.async.workers: process applies to runtime.type async, not {self.type}"
+                + (" (Ray actors are processes already)" if self.type == "ray" else "")
+            )
 
 
 def resolve_device(name: str = "auto") -> torch.device:

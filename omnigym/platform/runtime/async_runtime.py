@@ -21,7 +21,6 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -34,13 +33,13 @@ from omnigym.platform.experiment import ExperimentConfig
 from omnigym.platform.runtime.admission import AdmissionGate
 from omnigym.platform.runtime.data_manager import DataManager, DataManagerConfig, TrajectoryId
 from omnigym.platform.runtime.learner import Batch, BatchSource
+from omnigym.platform.runtime.process_workers import ProcessEnvWorker, process_worker_recipe
+from omnigym.platform.runtime.rollout_actor import EnvFactory
 from omnigym.platform.runtime.weight_channel import SyncRecord, WeightChannel
 from omnigym.platform.runtime.workers import Chunk, ChunkWorker, EnvWorker, WorkerPool, WorkerStats
 from omnigym.platform.vec_env import EnvConfig, make_vec_env
 
 log = logging.getLogger(__name__)
-EnvFactory = Callable[[EnvConfig], gym.vector.VectorEnv]
-"""Builds one worker's vector env from the env config (``num_envs`` already the worker's share)."""
 
 
 def probe_env_config(env: EnvConfig) -> EnvConfig:
@@ -65,6 +64,11 @@ def check_async_support(config: ExperimentConfig, *, groups: bool, probe: gym.ve
     if int(getattr(config.algo, "simulated_staleness", 0)):
         raise ValueError(
             f"algo.simulated_staleness simulates the async runtime: set it to 0 with runtime {kind}"
+        )
+    if runtime.async_.workers == "process" and env.vectorization == "async":
+        raise ValueError(
+            "runtime.async.workers process: each env worker is a process already and cannot start "
+            "env processes of its own; use env.vectorization sync"
         )
     if env.num_envs % runtime.num_workers:
         raise ValueError(
@@ -96,6 +100,11 @@ class AsyncRuntime:
         self.num_workers = runtime.num_workers
         self.envs_per_worker = config.env.num_envs // runtime.num_workers
         self.max_staleness = runtime.max_staleness
+        if runtime.async_.interrupt_every_tokens and not hasattr(policy, "segment_hook"):
+            raise ValueError(
+                f"runtime.async.interrupt_every_tokens: the {type(policy).__name__} does not generate "
+                "replies token by token; use a vlm policy or set it to 0"
+            )
         self._make_envs = make_envs or functools.partial(make_vec_env, copy_observations=False)
         self.data: DataManager[Chunk] = DataManager(
             DataManagerConfig(
@@ -149,6 +158,8 @@ class AsyncRuntime:
         leftover = self.pool.stop(self.config.runtime.shutdown_timeout_s)
         if leftover:
             log.warning("env worker threads still running after shutdown_timeout_s: %s", leftover)
+        for worker in self.pool.workers:
+            worker.kill()  # what outlives a thread: a worker process, a Ray actor
 
     # --- the learner's calls ------------------------------------------------------------------
     def next_batch(self, version: int) -> tuple[Rollout, EpisodeStats]:
@@ -242,6 +253,23 @@ class AsyncRuntime:
         assert self.gate is not None
         env_config = dataclasses.replace(self.config.env, num_envs=self.envs_per_worker)
         seed = self._worker_seed(worker_id, restart)
+        runtime = self.config.runtime
+        if runtime.async_.workers == "process":
+            policy = copy.deepcopy(self.policy).to("cpu")
+            return ProcessEnvWorker(
+                worker_id,
+                recipe=process_worker_recipe(
+                    self._make_envs, env_config, policy, self.num_steps, seed, runtime.torch_threads
+                ),
+                channel=self.channel,
+                data=self.data,
+                gate=self.gate,
+                stop=self._stop,
+                stats=self._slot_stats[worker_id],
+                first_sequence=first_sequence,
+                poll_interval_s=runtime.poll_interval_s,
+                start_timeout_s=runtime.async_.start_timeout_s,
+            )
         return EnvWorker(
             worker_id,
             make_envs=lambda: self._make_envs(env_config),
@@ -255,4 +283,5 @@ class AsyncRuntime:
             stats=self._slot_stats[worker_id],
             first_sequence=first_sequence,
             poll_interval_s=self.config.runtime.poll_interval_s,
+            interrupt_every_tokens=runtime.async_.interrupt_every_tokens,
         )

@@ -27,24 +27,21 @@ import copy
 import dataclasses
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
-import gymnasium as gym
 import torch
 
 from omnigym.core.policy import Policy
 from omnigym.core.types import EpisodeStats, Rollout
-from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.experiment import ExperimentConfig
 from omnigym.platform.runtime.admission import AdmissionGate
 from omnigym.platform.runtime.async_runtime import AsyncRuntime, EnvFactory
 from omnigym.platform.runtime.data_manager import DataManager
+from omnigym.platform.runtime.rollout_actor import RolloutActor
 from omnigym.platform.runtime.weight_channel import WeightChannel
-from omnigym.platform.runtime.weight_sync import WeightPayload, WeightReceiver
-from omnigym.platform.runtime.workers import Chunk, ChunkWorker, TimedVectorEnv, WorkerStats
-from omnigym.platform.vec_env import EnvConfig
+from omnigym.platform.runtime.weight_sync import WeightPayload
+from omnigym.platform.runtime.workers import Chunk, ChunkWorker, WorkerStats
 
 log = logging.getLogger(__name__)
 
@@ -56,70 +53,6 @@ def import_ray() -> Any:
     except ImportError as exc:
         raise ImportError("runtime.type ray needs Ray: pip install 'omnigym[ray]'") from exc
     return ray
-
-
-class RolloutActor:
-    """Runs inside a Ray actor: one vector env and a policy copy; collects a chunk per call.
-
-    Args:
-        make_envs: builds the vector env from ``env_config`` (picklable: it travels to the actor).
-        env_config: this actor's env config (``num_envs`` is its share).
-        policy: a CPU copy of the learner's policy (weights arrive with every :meth:`collect`).
-        num_steps: T, steps per env per chunk.
-        seed: reset seed of the envs (sub-env ``i`` gets ``seed + i``).
-        torch_threads: torch's CPU threads in the actor process.
-    """
-
-    def __init__(
-        self,
-        make_envs: EnvFactory,
-        env_config: EnvConfig,
-        policy: Policy,
-        num_steps: int,
-        seed: int,
-        torch_threads: int = 1,
-    ) -> None:
-        if torch_threads > 0:
-            torch.set_num_threads(torch_threads)
-        self.stats = WorkerStats()
-        self.policy = policy.eval()
-        self.receiver = WeightReceiver(policy.device)
-        self.envs: gym.vector.VectorEnv = TimedVectorEnv(make_envs(env_config), self.stats)
-        self.collector = RolloutCollector(self.envs, self.policy, num_steps, policy.device)
-        self.collector.reset(seed=seed)
-
-    def collect(self, *payloads: WeightPayload) -> tuple[Rollout, EpisodeStats, int, dict[str, float]]:
-        """Apply ``payloads`` (oldest first), then collect ``T`` steps of every env.
-
-        The payloads come as separate arguments so that Ray resolves each from its object store
-        reference (one copy per node, shared by every actor) before the call.
-
-        Returns ``(rollout, episodes, policy version, counters)``; the counters (``env_s``,
-        ``sync_s``) cover this call only.
-        """
-        before = self.stats.snapshot()
-        start = time.perf_counter()
-        if payloads:
-            for payload in payloads:
-                self.receiver.apply(payload)
-            with torch.no_grad():
-                self.receiver.load_into(self.policy)
-        sync_s = time.perf_counter() - start
-        version = self.receiver.version
-        if version is None:
-            raise RuntimeError("RolloutActor.collect: the first call must bring weights")
-        self.collector.policy_version = version
-        rollout, episodes = self.collector.collect()
-        env_s = self.stats.snapshot()["env_s"] - before["env_s"]
-        return rollout, episodes, version, {"env_s": env_s, "sync_s": sync_s}
-
-    def weights(self) -> tuple[int | None, dict[str, torch.Tensor]]:
-        """The version and the state dict of the acting policy (for checks)."""
-        return self.receiver.version, {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
-
-    def close(self) -> None:
-        """Close the envs (before the actor is killed)."""
-        self.envs.close()
 
 
 class PayloadStore:
@@ -203,6 +136,13 @@ class RayEnvWorker(ChunkWorker):
         result: tuple[int | None, dict[str, torch.Tensor]] = self._ray.get(self.actor.weights.remote())
         return result
 
+    def remote_where(self) -> dict[str, Any]:
+        """Where the actor runs (:meth:`RolloutActor.where`; a remote call)."""
+        if self.actor is None:
+            raise RuntimeError(f"env worker {self.worker_id} has no actor yet")
+        result: dict[str, Any] = self._ray.get(self.actor.where.remote())
+        return result
+
     def kill(self) -> None:
         """Kill the actor (idempotent; a dead actor is fine)."""
         if self.actor is None:
@@ -222,13 +162,7 @@ class RayEnvWorker(ChunkWorker):
             log.debug("env worker %d: waiting for chunk %s", self.worker_id, self.in_flight)
         rollout, episodes, version, counters = self._ray.get(pending)
         self.weights_version = version
-        if payloads:
-            self.stats.add(
-                sync_bytes=sum(p.bytes for p in payloads),
-                sync_dense_bytes=sum(p.dense_bytes for p in payloads),
-                full_syncs=float(payloads[0].is_full),
-            )
-        self.stats.add(env_s=counters["env_s"], sync_s=counters["sync_s"])
+        self._count_remote_chunk(payloads, counters)
         return rollout, episodes, version
 
     def _close(self) -> None:
@@ -269,10 +203,7 @@ class RayRuntime(AsyncRuntime):
         """Stop the workers, kill every actor, and stop Ray when this runtime started it."""
         if self.closed:
             return
-        super().close()
-        for worker in self.pool.workers:
-            if isinstance(worker, RayEnvWorker):
-                worker.kill()
+        super().close()  # kills every worker's actor
         if self._owns_ray:
             self._ray.shutdown()
             self._owns_ray = False
@@ -285,18 +216,36 @@ class RayRuntime(AsyncRuntime):
                 options["num_cpus"] = settings.num_cpus
             ray.init(address=settings.address, **options)
             self._owns_ray = True
-        needed = settings.cpus_per_worker * self.num_workers
-        available = float(ray.cluster_resources().get("CPU", 0.0))
-        if needed > available:
-            if self._owns_ray:
-                ray.shutdown()
-                self._owns_ray = False
-            raise ValueError(
+        cluster = ray.cluster_resources()
+        needs = {"CPU": settings.cpus_per_worker, **settings.resources_per_worker}
+        for resource, each in needs.items():
+            needed, available = each * self.num_workers, float(cluster.get(resource, 0.0))
+            if needed > available:
+                if self._owns_ray:
+                    ray.shutdown()
+                    self._owns_ray = False
+                raise ValueError(self._shortfall(resource, needed, available))
+        self._actor_class = ray.remote(
+            num_cpus=settings.cpus_per_worker,
+            resources=dict(settings.resources_per_worker) or None,
+            max_restarts=0,
+        )(RolloutActor)
+
+    def _shortfall(self, resource: str, needed: float, available: float) -> str:
+        """The error for a cluster without room for the workers, with the way out."""
+        settings = self.config.runtime.ray
+        if resource == "CPU":
+            return (
                 f"runtime.ray: {self.num_workers} workers x cpus_per_worker {settings.cpus_per_worker} "
                 f"need {needed:g} CPUs but the Ray cluster has {available:g}; lower runtime.num_workers or "
                 "runtime.ray.cpus_per_worker (fractions share a core), or raise runtime.ray.num_cpus"
             )
-        self._actor_class = ray.remote(num_cpus=settings.cpus_per_worker, max_restarts=0)(RolloutActor)
+        return (
+            f"runtime.ray: {self.num_workers} workers x resources_per_worker {resource}: "
+            f"{settings.resources_per_worker[resource]:g} need {needed:g} but the Ray cluster has "
+            f"{available:g}; start nodes with ray start --resources='{{\"{resource}\": N}}' or lower "
+            "runtime.num_workers"
+        )
 
     def _new_worker(self, worker_id: int, restart: int, first_sequence: int) -> ChunkWorker:
         """A worker and (once its thread starts) a fresh actor for slot ``worker_id``."""

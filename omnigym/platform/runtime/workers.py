@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from omnigym.platform.collect import RolloutCollector
 from omnigym.platform.runtime.admission import AdmissionGate
 from omnigym.platform.runtime.data_manager import DataManager, TrajectoryId
 from omnigym.platform.runtime.weight_channel import WeightChannel
-from omnigym.platform.runtime.weight_sync import WeightReceiver
+from omnigym.platform.runtime.weight_sync import WeightPayload, WeightReceiver
 
 log = logging.getLogger(__name__)
 THREAD_PREFIX = "omnigym-env-worker"
@@ -167,6 +167,19 @@ class ChunkWorker:
         """Whether the thread is running."""
         return self._thread.is_alive()
 
+    def kill(self) -> None:
+        """Release what outlives the thread (a worker process, a Ray actor); a thread worker has none."""
+
+    def _count_remote_chunk(self, payloads: Sequence[WeightPayload], counters: dict[str, float]) -> None:
+        """Count a chunk collected elsewhere: the payloads sent with it, env and sync time there."""
+        if payloads:
+            self.stats.add(
+                sync_bytes=sum(p.bytes for p in payloads),
+                sync_dense_bytes=sum(p.dense_bytes for p in payloads),
+                full_syncs=float(payloads[0].is_full),
+            )
+        self.stats.add(env_s=counters["env_s"], sync_s=counters["sync_s"])
+
     @property
     def crashed(self) -> bool:
         """The thread ended with an exception."""
@@ -234,6 +247,8 @@ class EnvWorker(ChunkWorker):
         stats: the counters of this worker slot.
         first_sequence: the sequence number of this worker's first chunk.
         poll_interval_s: longest single wait (admission, queue space) before checking ``stop``.
+        interrupt_every_tokens: > 0: the policy generates in segments of this many tokens and
+            takes the newest published weights before each (partial rollouts).
     """
 
     def __init__(
@@ -251,6 +266,7 @@ class EnvWorker(ChunkWorker):
         stats: WorkerStats,
         first_sequence: int = 0,
         poll_interval_s: float = 0.5,
+        interrupt_every_tokens: int = 0,
     ) -> None:
         super().__init__(
             worker_id,
@@ -262,6 +278,9 @@ class EnvWorker(ChunkWorker):
             poll_interval_s=poll_interval_s,
         )
         self.policy = policy.eval()
+        if interrupt_every_tokens > 0:  # this copy only: the learner's policy generates in one go
+            setattr(self.policy, "segment_tokens", interrupt_every_tokens)  # noqa: B010 (a vlm's)
+            setattr(self.policy, "segment_hook", self._newest_version)  # noqa: B010
         self.device = policy.device
         self._make_envs, self._channel = make_envs, channel
         self.num_steps, self.seed = num_steps, seed
@@ -295,6 +314,13 @@ class EnvWorker(ChunkWorker):
             self._envs.close()
         except Exception:  # a broken env may fail to close: nothing to do
             log.debug("env worker %d: closing its envs failed", self.worker_id, exc_info=True)
+
+    def _newest_version(self) -> int:
+        """Take the newest published weights (if any came) and return their version (a segment hook)."""
+        self._sync_weights()
+        version = self.receiver.version
+        assert version is not None, "the first chunk syncs the weights before acting"
+        return version
 
     def _sync_weights(self) -> None:
         record = self._channel.sync(self.receiver)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -46,7 +46,7 @@ from omnigym.core.policy import Policy, PolicyConfig
 from omnigym.core.pretrained import CONFIG_FILE, WEIGHTS_FILE
 from omnigym.core.spaces import space_from_json
 from omnigym.core.text_actions import answer_text
-from omnigym.core.types import OBS_IMAGE, OBS_TEXT, Evaluation, Obs, PolicyStep
+from omnigym.core.types import OBS_IMAGE, OBS_TEXT, TOKEN_VERSION_KEY, Evaluation, Obs, PolicyStep
 from omnigym.policies.vlm.processing import Message, VLMInputs, VLMProcessor
 from omnigym.policies.vlm.prompts import (
     PromptHistory,
@@ -188,6 +188,16 @@ class VLMPolicy(Policy):
         self._feature_dim = int(model.config.get_text_config().hidden_size)
         self.model: Any = self._with_lora(model) if config.lora_r > 0 else model
         self.history = PromptHistory(config.history_steps)
+        self.logits_processors: list[Any] = []
+        """Extra ``transformers`` logits processors for acting (constrained decoding, simulated
+        reply lengths); they shape what is sampled, the log-probabilities stay the model's."""
+        self.segment_tokens = 0
+        """Interruptible generation (partial rollouts): with ``segment_hook`` set, replies are
+        generated ``segment_tokens`` at a time and the hook runs before each segment."""
+        self.segment_hook: Callable[[], int] | None = None
+        """Called before each segment (it may load newer weights) and returns the weights' version;
+        each token's version goes to ``extras["token_version"]`` (set by the async runtime's
+        workers with ``runtime.async.interrupt_every_tokens``)."""
 
     def _with_lora(self, model: Any) -> Any:
         """Wrap ``model`` with LoRA adapters on the language model's ``lora_target_modules``."""
@@ -281,40 +291,96 @@ class VLMPolicy(Policy):
     def act(self, obs: Obs, *, deterministic: bool = False) -> PolicyStep:
         """Generate one reply per observation (one batched, KV-cached ``generate`` call).
 
+        With :attr:`segment_hook` set, one call per segment (interruptible generation).
+
         Returns:
             action: ``B`` strings; logprob: float32 ``[B, L]`` (0 after EOS); mask: bool
             ``[B, L]``, True up to and including EOS; extras: ``prompt_ids``, ``prompt_mask``,
-            ``tokens``.
+            ``tokens`` and, with a segment hook, ``token_version`` (int64 ``[B, L]``).
         """
         texts = observation_texts(obs, self.config.obs_keys)
         self.history.commit(len(texts))
         inputs = self.encode_obs(obs)
-        sampling = {"temperature": self.config.temperature, "top_p": self.config.top_p, "top_k": 0}
-        out = self.model.generate(
-            **inputs.model_kwargs(),
-            do_sample=not deterministic,
-            max_new_tokens=self.num_new_tokens,
-            use_cache=True,
-            output_logits=True,  # raw logits, before temperature/top-p: rescaled below
-            return_dict_in_generate=True,
-            eos_token_id=self.processor.eos_token_id,
-            pad_token_id=self.processor.pad_token_id,
-            suppress_tokens=self._suppressed,
-            **({} if deterministic else sampling),
-        )
-        prompt_len = inputs.input_ids.shape[1]
-        tokens = self._pad_completion(out.sequences[:, prompt_len:])
+        sequences, logits, versions = self._generate(inputs, deterministic)
+        tokens = self._pad_completion(sequences)
         mask = completion_mask(tokens, self.processor.eos_token_id)
         tokens = tokens.masked_fill(~mask, self.processor.pad_token_id)
-        logits = torch.stack(out.logits, dim=1)
         logprob = torch.zeros(tokens.shape, device=tokens.device)
         logprob[:, : logits.shape[1]], _ = self._token_stats(logits, tokens[:, : logits.shape[1]])
         logprob = logprob.masked_fill(~mask, 0.0)
         extras = {"prompt_ids": inputs.input_ids, "prompt_mask": inputs.attention_mask, "tokens": tokens}
+        if versions is not None:
+            extras[TOKEN_VERSION_KEY] = versions
         replies = self.processor.batch_decode(tokens, mask)
         if self.config.history_steps > 0:
             self.history.record(texts, replies)
         return PolicyStep(self._actions(replies), logprob, mask, extras)
+
+    def _generate(self, inputs: VLMInputs, deterministic: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Completion tokens ``[B, <=L]``, raw logits ``[B, <=L, V]``, token versions ``[B, L]``.
+
+        The versions are None without a segment hook; then it is one ``generate`` call. With one:
+        segments of ``segment_tokens``; before each the hook may swap in newer weights, and the
+        next segment re-reads prompt + reply so far under them (the KV cache of the old weights is
+        dropped, as AReaL's partial rollouts do).
+        """
+        hook, step = self.segment_hook, self.segment_tokens
+        if hook is None or step <= 0:
+            out = self._generate_once(inputs, self.num_new_tokens, deterministic)
+            return out.sequences[:, inputs.input_ids.shape[1] :], torch.stack(out.logits, dim=1), None
+        eos = self.processor.eos_token_id
+        parts: list[Tensor] = []
+        logits: list[Tensor] = []
+        versions: list[tuple[int, int]] = []
+        current = inputs
+        while sum(p.shape[1] for p in parts) < self.num_new_tokens:
+            version = hook()
+            budget = min(step, self.num_new_tokens - sum(p.shape[1] for p in parts))
+            out = self._generate_once(current, budget, deterministic)
+            parts.append(out.sequences[:, current.input_ids.shape[1] :])
+            logits.append(torch.stack(out.logits, dim=1))
+            versions.append((version, parts[-1].shape[1]))
+            reply = torch.cat(parts, dim=1)
+            if bool((reply == eos).any(dim=1).all()):
+                break  # every row has ended
+            current = self._continuation(inputs, reply)
+        reply = torch.cat(parts, dim=1)
+        per_token = [v for v, n in versions for _ in range(n)]
+        per_token += [per_token[-1]] * (self.num_new_tokens - len(per_token))
+        token_version = torch.tensor(per_token, dtype=torch.long, device=reply.device).expand(len(reply), -1)
+        return reply, torch.cat(logits, dim=1), token_version.clone()
+
+    def _generate_once(self, inputs: VLMInputs, max_new_tokens: int, deterministic: bool) -> Any:
+        """One KV-cached ``generate`` call of up to ``max_new_tokens`` (raw logits kept)."""
+        sampling = {"temperature": self.config.temperature, "top_p": self.config.top_p, "top_k": 0}
+        return self.model.generate(
+            **inputs.model_kwargs(),
+            do_sample=not deterministic,
+            max_new_tokens=max_new_tokens,
+            use_cache=True,
+            output_logits=True,  # raw logits, before temperature/top-p: rescaled by _token_stats
+            return_dict_in_generate=True,
+            eos_token_id=self.processor.eos_token_id,
+            pad_token_id=self.processor.pad_token_id,
+            suppress_tokens=self._suppressed,
+            **self._generation_hooks(),
+            **({} if deterministic else sampling),
+        )
+
+    def _continuation(self, inputs: VLMInputs, reply: Tensor) -> VLMInputs:
+        """The prompt followed by the reply so far, attended as :meth:`_score` attends it."""
+        input_ids = torch.cat([inputs.input_ids, reply], dim=1)
+        attention = torch.cat([inputs.attention_mask, torch.ones_like(reply, dtype=torch.bool)], dim=1)
+        token_types = self.processor.mm_token_type_ids(input_ids)
+        return VLMInputs(input_ids, attention, inputs.pixel_inputs, token_types)
+
+    def _generation_hooks(self) -> dict[str, Any]:
+        """``generate`` keyword arguments for :attr:`logits_processors` (none when empty)."""
+        if not self.logits_processors:
+            return {}
+        from transformers import LogitsProcessorList
+
+        return {"logits_processor": LogitsProcessorList(self.logits_processors)}
 
     def _pad_completion(self, tokens: Tensor) -> Tensor:
         """Right-pad a completion that stopped early (every row hit EOS) to ``[B, L]``."""

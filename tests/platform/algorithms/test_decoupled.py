@@ -15,6 +15,8 @@ from omnigym.platform.algorithms.decoupled import (
     A3POConfig,
     DecoupledPPO,
     DecoupledPPOConfig,
+    behaviour_kl,
+    normalized_ess,
 )
 from omnigym.platform.algorithms.ppo import PPO, PPOConfig
 from omnigym.platform.collect import RolloutCollector
@@ -168,6 +170,10 @@ def test_version_and_staleness_metrics(envs):
     assert metrics["train/staleness"] == pytest.approx(2.0) and metrics["train/staleness_max"] == 3.0
     assert metrics["train/importance_weight_max"] > 1.0  # the policy moved since collection
     assert algo.version == 2 and algo.state_dict()["version"] == 2
+    # the batch's staleness histogram: env 0 is 1 version old, env 1 is 3
+    assert (metrics["train/staleness_frac_0"], metrics["train/staleness_frac_2"]) == (0.0, 0.0)
+    assert metrics["train/staleness_frac_1"] == pytest.approx(0.5) == metrics["train/staleness_frac_3"]
+    assert metrics["train/ess"] < 1.0 and metrics["train/behaviour_kl"] > 0.0
     algo.load_state_dict({**algo.state_dict(), "version": 7})
     assert algo.version == 7
 
@@ -180,11 +186,40 @@ def test_version_and_staleness_metrics(envs):
         {"weight_cap": 0.0},
         {"cap_mode": "drop"},
         {"clip_coef_high": -0.1},
+        {"ess_warning": 0.0},
+        {"ess_warning": 1.5},
     ],
 )
 def test_config_rejects_bad_values(bad):
     with pytest.raises(ValueError):
         DecoupledPPOConfig(**bad)
+
+
+def test_ess_and_behaviour_kl_hand_numbers():
+    # weights 1 and 3: ESS = (1 + 3)^2 / (2 * (1 + 9)) = 0.8; k3 KL = ((1 - 1 - 0) + (3 - 1 - ln 3)) / 2
+    log_w = torch.log(torch.tensor([[1.0], [3.0]]))
+    assert float(normalized_ess(log_w, None)) == pytest.approx(0.8)
+    assert float(behaviour_kl(log_w, None)) == pytest.approx((2 - math.log(3)) / 2)
+    # a masked-out part does not count; equal weights give 1 and KL 0 (fresh data)
+    padded = torch.log(torch.tensor([[1.0, 50.0], [3.0, 1.0]]))
+    mask = torch.tensor([[True, False], [True, False]])
+    assert float(normalized_ess(padded, mask)) == pytest.approx(0.8)
+    assert float(normalized_ess(torch.full((4, 1), 0.7), None)) == pytest.approx(1.0)
+    assert float(behaviour_kl(torch.zeros(4, 1), None)) == 0.0
+    # one weight dominating: ESS tends to 1 / n
+    assert float(normalized_ess(torch.tensor([[40.0], [0.0], [0.0], [0.0]]), None)) == pytest.approx(0.25)
+
+
+def test_low_ess_warns_with_the_way_out(envs, caplog):
+    algo = build(DecoupledPPO, DecoupledPPOConfig(num_steps=32, num_epochs=1, ess_warning=1.0), envs)
+    rollout = rollout_of(algo, envs)
+    algo.update(algo.process_rollout(rollout))
+    assert not caplog.records  # fresh data: ESS is exactly 1
+    rollout.policy_version[:] = -5
+    algo.update(algo.process_rollout(rollout))
+    algo.update(algo.process_rollout(rollout))  # within 50 updates of the last warning: quiet
+    warnings = [r.getMessage() for r in caplog.records if "effective sample size" in r.getMessage()]
+    assert len(warnings) == 1 and "lower runtime.max_staleness" in warnings[0]
 
 
 def test_clip_coef_high_is_asymmetric(envs):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -41,3 +43,29 @@ def runtime_experiment(run_dir: Path, kind: str, /, **overrides) -> ExperimentCo
 def make_experiment() -> Callable[..., ExperimentConfig]:
     """:func:`runtime_experiment`: ``make_experiment(tmp_path / "run", "async", total_steps=...)``."""
     return runtime_experiment
+
+
+def run_iterations(trainer, after_iteration=None) -> list[dict[str, float]]:
+    """Train to the end (``after_iteration(trainer)`` after each iteration), closing the trainer."""
+    lines = []
+    try:
+        while trainer.iteration < trainer.num_iterations:
+            lines.append(trainer.train_iteration())
+            if after_iteration is not None:
+                after_iteration(trainer)
+    finally:
+        trainer.close()
+    return lines
+
+
+def assert_exactly_once(consumed, discarded=()) -> None:
+    """No chunk trained on twice, and no discarded in-flight chunk trained on."""
+    ids = [chunk_id for chunk_id, _, _ in consumed]
+    assert len(ids) == len(set(ids)), f"a chunk was consumed twice: {Counter(ids).most_common(3)}"
+    assert not set(ids) & set(discarded), "a discarded in-flight chunk reached the learner"
+
+
+@pytest.fixture
+def runtime_checks() -> SimpleNamespace:
+    """:func:`run_iterations` and :func:`assert_exactly_once` (test modules cannot import conftest)."""
+    return SimpleNamespace(run_iterations=run_iterations, assert_exactly_once=assert_exactly_once)

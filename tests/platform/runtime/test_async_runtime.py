@@ -60,27 +60,13 @@ def worker_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)]
 
 
-def run_iterations(trainer: OnPolicyTrainer) -> list[dict[str, float]]:
-    lines = []
-    try:
-        while trainer.iteration < trainer.num_iterations:
-            lines.append(trainer.train_iteration())
-    finally:
-        trainer.close()
-    return lines
-
-
-def assert_exactly_once(consumed, discarded=()) -> None:
-    ids = [chunk_id for chunk_id, _, _ in consumed]
-    assert len(ids) == len(set(ids)), f"a chunk was consumed twice: {Counter(ids).most_common(3)}"
-    assert not set(ids) & set(discarded), "a discarded in-flight chunk reached the learner"
-
-
-def test_async_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, tmp_path: Path) -> None:
+def test_async_decoupled_ppo_learns_cartpole_within_staleness(
+    make_experiment, runtime_checks, tmp_path: Path
+) -> None:
     torch.manual_seed(0)
     config = make_experiment(tmp_path / "run", "async", total_steps=16384)
     trainer = OnPolicyTrainer(config, tmp_path / "run")
-    lines = run_iterations(trainer)
+    lines = runtime_checks.run_iterations(trainer)
 
     returns = [m["rollout/episode_return"] for m in lines if "rollout/episode_return" in m]
     # the first line is the initial (random) policy's episodes, about 20; later lines may already
@@ -95,7 +81,7 @@ def test_async_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, t
     assert max(staleness) <= config.runtime.max_staleness and min(staleness) >= 0
     assert Counter(staleness)[1] > len(staleness) // 2, "acting and learning did not overlap"
     assert len(runtime.consumed) == trainer.num_iterations * config.runtime.num_workers
-    assert_exactly_once(runtime.consumed)
+    runtime_checks.assert_exactly_once(runtime.consumed)
     data = runtime.data.metrics()
     assert data.duplicates == 0
     for worker_id in range(config.runtime.num_workers):  # a worker's chunks arrive in its order
@@ -106,12 +92,14 @@ def test_async_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, t
     assert worker_threads() == []
 
 
-def test_crashed_worker_is_restarted_and_its_chunk_discarded(make_experiment, tmp_path: Path) -> None:
+def test_crashed_worker_is_restarted_and_its_chunk_discarded(
+    make_experiment, runtime_checks, tmp_path: Path
+) -> None:
     CrashingCartPole.CRASH.update(armed=True, at=100, always=False, crashes=0)
     config = make_experiment(tmp_path / "run", "async", total_steps=3072, env={"id": CRASHING_ID})
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     try:
-        lines = run_iterations(trainer)
+        lines = runtime_checks.run_iterations(trainer)
     finally:
         CrashingCartPole.CRASH["armed"] = False
     runtime = trainer.runtime
@@ -121,7 +109,7 @@ def test_crashed_worker_is_restarted_and_its_chunk_discarded(make_experiment, tm
     assert runtime.pool.restarts == 1 and lines[-1]["runtime/restarts"] == 1.0
     assert len(runtime.discarded_ids) == 1 and lines[-1]["runtime/discarded_chunks"] == 1.0
     (crashed_worker, lost_sequence) = runtime.discarded_ids[0]
-    assert_exactly_once(runtime.consumed, runtime.discarded_ids)
+    runtime_checks.assert_exactly_once(runtime.consumed, runtime.discarded_ids)
     data = runtime.data.metrics()
     for worker_id in range(config.runtime.num_workers):
         sequences = [s for (w, s), _, _ in runtime.consumed if w == worker_id]
@@ -353,11 +341,13 @@ def test_async_run_resumes_from_its_checkpoint(make_experiment, tmp_path: Path) 
 
 
 @pytest.mark.parametrize("algo", ["ppo", "decoupled_ppo", "a3po", "vtrace"])
-def test_every_step_collecting_algorithm_runs_async(make_experiment, tmp_path: Path, algo: str) -> None:
+def test_every_step_collecting_algorithm_runs_async(
+    make_experiment, runtime_checks, tmp_path: Path, algo: str
+) -> None:
     config = make_experiment(tmp_path / "run", "async", total_steps=512)
     config.algo = build_experiment({"algo": {"type": algo, "num_steps": 32, "num_epochs": 1}}).algo
     trainer = OnPolicyTrainer(config, tmp_path / "run")
-    lines = run_iterations(trainer)
+    lines = runtime_checks.run_iterations(trainer)
     assert trainer.runtime is not None and len(trainer.runtime.consumed) == 4 * 2
     assert all(np.isfinite(m["train/loss_policy"]) for m in lines)
     assert max(learner - version for _, version, learner in trainer.runtime.consumed) <= 1

@@ -34,29 +34,11 @@ def ray_session():
     ray.shutdown()
 
 
-def run_iterations(trainer: OnPolicyTrainer, after_iteration=None) -> list[dict[str, float]]:
-    lines = []
-    try:
-        while trainer.iteration < trainer.num_iterations:
-            lines.append(trainer.train_iteration())
-            if after_iteration is not None:
-                after_iteration(trainer)
-    finally:
-        trainer.close()
-    return lines
-
-
 def chunk_gaps(consumed, worker_id: int) -> set[int]:
     """Sequence numbers of ``worker_id`` below its last consumed one that never reached the learner."""
     sequences = [s for (w, s), _, _ in consumed if w == worker_id]
     assert sequences == sorted(sequences), "a worker's chunks arrived out of order"
     return set(range(sequences[-1] + 1)) - set(sequences)
-
-
-def assert_exactly_once(consumed, discarded=()) -> None:
-    ids = [chunk_id for chunk_id, _, _ in consumed]
-    assert len(ids) == len(set(ids)), f"a chunk was consumed twice: {Counter(ids).most_common(3)}"
-    assert not set(ids) & set(discarded), "a discarded in-flight chunk reached the learner"
 
 
 def live_actor_count(runtime: RayRuntime, within_s: float = 20.0) -> int:
@@ -80,12 +62,14 @@ def live_actor_count(runtime: RayRuntime, within_s: float = 20.0) -> int:
     return alive
 
 
-def test_ray_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, tmp_path: Path) -> None:
+def test_ray_decoupled_ppo_learns_cartpole_within_staleness(
+    make_experiment, runtime_checks, tmp_path: Path
+) -> None:
     torch.manual_seed(0)
     config = make_experiment(tmp_path / "run", "ray", total_steps=24576)
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     assert isinstance(trainer.runtime, RayRuntime)
-    lines = run_iterations(trainer)
+    lines = runtime_checks.run_iterations(trainer)
 
     returns = [m["rollout/episode_return"] for m in lines if "rollout/episode_return" in m]
     # the first line is the initial (random) policy's episodes, about 20; later lines may already
@@ -98,7 +82,7 @@ def test_ray_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, tmp
     assert max(staleness) <= config.runtime.max_staleness and min(staleness) >= 0
     assert Counter(staleness)[1] > len(staleness) // 2, "acting and learning did not overlap"
     assert len(runtime.consumed) == trainer.num_iterations * config.runtime.num_workers
-    assert_exactly_once(runtime.consumed)
+    runtime_checks.assert_exactly_once(runtime.consumed)
     data = runtime.data.metrics()
     for worker_id in range(config.runtime.num_workers):
         assert len(chunk_gaps(runtime.consumed, worker_id)) <= data.dropped_stale + data.dropped_capacity
@@ -109,7 +93,9 @@ def test_ray_decoupled_ppo_learns_cartpole_within_staleness(make_experiment, tmp
     assert live_actor_count(runtime) == 0, "closing the runtime left actors running"
 
 
-def test_killing_a_rollout_actor_mid_run_does_not_stop_training(make_experiment, tmp_path: Path) -> None:
+def test_killing_a_rollout_actor_mid_run_does_not_stop_training(
+    make_experiment, runtime_checks, tmp_path: Path
+) -> None:
     config = make_experiment(
         tmp_path / "run", "ray", total_steps=128 * 2000
     )  # a cap; the run stops once the checks can be made
@@ -143,7 +129,7 @@ def test_killing_a_rollout_actor_mid_run_does_not_stop_training(make_experiment,
     assert len(runtime.discarded_ids) == 1 and runtime.discarded_ids[0][0] == 0
     assert lines["runtime/discarded_chunks"] == 1.0
     _, lost_sequence = runtime.discarded_ids[0]
-    assert_exactly_once(runtime.consumed, runtime.discarded_ids)
+    runtime_checks.assert_exactly_once(runtime.consumed, runtime.discarded_ids)
     data = runtime.data.metrics()
     assert data.duplicates == 0
     allowed = data.dropped_stale + data.dropped_capacity
@@ -159,12 +145,14 @@ def failing_envs(env_config: EnvConfig):
     raise RuntimeError("injected env construction failure")
 
 
-def test_actors_that_keep_failing_end_the_run_with_the_cause(make_experiment, tmp_path: Path) -> None:
+def test_actors_that_keep_failing_end_the_run_with_the_cause(
+    make_experiment, runtime_checks, tmp_path: Path
+) -> None:
     config = make_experiment(tmp_path / "run", "ray", runtime={"max_restarts": 2})
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     trainer.runtime = RayRuntime(config, trainer.policy, make_envs=failing_envs)
     with pytest.raises(RuntimeError, match="max_restarts") as info:
-        run_iterations(trainer)
+        runtime_checks.run_iterations(trainer)
     assert "injected env construction failure" in str(info.value.__cause__)
     assert trainer.runtime.pool.restarts == 2
     assert live_actor_count(trainer.runtime) == 0
@@ -196,13 +184,15 @@ def test_actors_hold_bit_identical_copies_of_published_weights(make_experiment, 
     assert config.runtime.num_workers <= metrics["sync/full_syncs"] < len(runtime.consumed) / 2
 
 
-def test_more_worker_cpus_than_the_cluster_has_is_a_clear_error(make_experiment, tmp_path: Path) -> None:
+def test_more_worker_cpus_than_the_cluster_has_is_a_clear_error(
+    make_experiment, runtime_checks, tmp_path: Path
+) -> None:
     config = make_experiment(
         tmp_path / "run", "ray", runtime={"num_workers": 4, "ray": {"cpus_per_worker": 1.0}}
     )
     trainer = OnPolicyTrainer(config, tmp_path / "run")
     with pytest.raises(ValueError, match="need 4 CPUs but the Ray cluster has 2"):
-        run_iterations(trainer)
+        runtime_checks.run_iterations(trainer)
 
 
 def test_missing_ray_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
