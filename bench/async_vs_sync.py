@@ -61,56 +61,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _async_workloads import ENV_ID, ReplyLengths, ThreadVectorEnv, make_click_slots
+from _async_workloads import (
+    ENV_ID,
+    VLM_ENV_ID,
+    ThreadVectorEnv,
+    latency_option,
+    make_click_slots,
+    overlap_bound,
+    reply_lengths,
+    tiny_model,
+)
 
 DURATIONS = {"quick": "8 min", "full": "not recorded"}
 """Measured on 2 shared CPU cores: docs/runtime.md, "Benchmark: omnigym bench async_vs_sync"."""
-
-VLM_ENV_ID = "omnigym/GUI-ClickButton-v0"
-_TINY_MODEL: list[Path] = []
-
-
-def reply_lengths(setting: dict[str, Any], eos: int) -> ReplyLengths:
-    """The VLM setting's reply-length processor."""
-    return ReplyLengths(eos, setting["reply_median"], setting["reply_sigma"], setting["max_new_tokens"])
-
-
-def tiny_model() -> Path:
-    """A tiny random Qwen2 language model, built once per run (offline, from a config)."""
-    if not _TINY_MODEL:
-        from omnigym.policies.vlm.tiny import make_tiny
-
-        _TINY_MODEL.append(make_tiny("qwen2", Path(tempfile.mkdtemp(prefix="omnigym-bench-tiny-lm-"))))
-    return _TINY_MODEL[0]
-
-
-def latency_option(setting: dict[str, Any]) -> Any:
-    """The env's ``latency`` option of a setting (a list for a range, a dict for a distribution)."""
-    latency = setting["latency"]
-    if isinstance(latency, dict):
-        return dict(latency)
-    return list(latency) if isinstance(latency, (tuple, list)) else float(latency)
-
-
-def overlap_bound(setting: dict[str, Any], local: dict[str, Any]) -> float:
-    """The best async/sync ratio the setting allows: ``(C + U) / max(C_async, U)``.
-
-    ``C`` and ``U`` are the local loop's collect and update time. ``C_async`` is ``C`` less the
-    latency a worker's batch of ``n = N / K`` envs no longer waits for: each step of the local loop
-    waits for the slowest of ``N`` latencies, a worker's for the slowest of ``n``.
-    """
-    from omnigym.envs.latency import LatencyModel
-
-    n_all, n_worker = setting["num_envs"], setting["num_envs"] // setting["num_workers"]
-    collect, update = local["collect_s"], local["update_s"]
-    if setting.get("kind") == "vlm":  # a batch generates until its longest reply ends
-        lengths = reply_lengths(setting, eos=0)
-        collect_async = collect * lengths.expected_max(n_worker) / lengths.expected_max(n_all)
-    else:
-        model = LatencyModel.parse(latency_option(setting))
-        steps = local["samples"] / n_all
-        collect_async = collect - steps * (model.expected_max(n_all) - model.expected_max(n_worker))
-    return (collect + update) / max(collect_async, update, 1e-9)
 
 
 def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir: Path) -> Any:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from omnigym.envs.latency import LatencyModel
 from omnigym.platform.cli import BENCH_DIR
 
 
@@ -47,3 +48,15 @@ def test_lengths_are_long_tailed_and_a_smaller_batch_waits_less(workloads) -> No
     draws = lengths.draw(50_000)
     assert np.median(draws) == 8 and draws.max() == 96 and (draws > 40).mean() > 0.03
     assert lengths.expected_max(8) > 1.7 * lengths.expected_max(2)
+
+
+def test_overlap_bound_counts_overlap_and_the_shorter_wait(workloads) -> None:
+    local = {"collect_s": 10.0, "update_s": 5.0, "samples": 8 * 100}
+    fixed = {"num_envs": 8, "num_workers": 2, "latency": 0.02}
+    assert workloads.overlap_bound(fixed, local) == pytest.approx(1.5)  # (10 + 5) / max(10, 5)
+    tail = {**fixed, "num_workers": 4, "latency": {"dist": "lognormal", "median_ms": 20, "sigma": 1.0}}
+    # 100 steps, each waiting E[max of 8] - E[max of 2] (about 0.102 - 0.050 s) less in a worker
+    model = LatencyModel.parse(tail["latency"])
+    saved = 100 * (model.expected_max(8) - model.expected_max(2))
+    assert 4.5 < saved < 5.8
+    assert workloads.overlap_bound(tail, local) == pytest.approx(15.0 / max(10.0 - saved, 5.0))
