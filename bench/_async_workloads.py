@@ -182,19 +182,15 @@ class ReplyLengths:
         self._last = -1
         self._lengths = torch.zeros(0, dtype=torch.long)
 
-    def draw(self, count: int) -> np.ndarray:
-        """``count`` reply lengths."""
-        raw = np.round(self.median * np.exp(self.sigma * self.rng.standard_normal(count)))
-        return np.clip(raw, 1, self.max_tokens).astype(np.int64)
+    def draw(self, count: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """``count`` reply lengths (from ``rng``, else this processor's own generator)."""
+        lengths = np.round(self.median * np.exp(self.sigma * (rng or self.rng).standard_normal(count)))
+        return np.clip(lengths, 1, self.max_tokens).astype(np.int64)
 
     def expected_max(self, n: int, draws: int = 20_000) -> float:
         """The expected longest of ``n`` replies generated together (a Monte Carlo estimate)."""
-        saved = self.rng
-        self.rng = np.random.default_rng(12345)
-        try:
-            return float(self.draw(draws * n).reshape(draws, n).max(axis=1).mean())
-        finally:
-            self.rng = saved
+        sample = self.draw(draws * n, np.random.default_rng(12345)).reshape(draws, n)
+        return float(sample.max(axis=1).mean())
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """Mask EOS before each row's length; force it at the length."""

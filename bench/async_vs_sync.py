@@ -72,8 +72,9 @@ from _async_workloads import (
     tiny_model,
 )
 
-DURATIONS = {"quick": "8 min", "full": "not recorded"}
-"""Measured on 2 shared CPU cores: docs/runtime.md, "Benchmark: omnigym bench async_vs_sync"."""
+DURATIONS = {"quick": "not recorded", "full": "not recorded"}
+"""Not timed in this form: the quick run with the process-worker row took 9 min on 2 idle cores
+(docs/runtime.md, "Benchmark: omnigym bench async_vs_sync"); the row has since left the quick set."""
 
 
 def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir: Path) -> Any:

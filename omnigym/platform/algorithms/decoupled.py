@@ -266,8 +266,8 @@ class DecoupledPPO(PPO):
             out["train/stale_dropped"] = self._stale_dropped
         out["train/staleness"] = float(staleness.mean())
         out["train/staleness_max"] = float(staleness.max())
-        for k in range(int(staleness.max()) + 1):  # the batch's histogram: share of steps k versions old
-            out[f"train/staleness_frac_{k}"] = float((staleness == k).float().mean())
+        shares = torch.bincount(staleness.long()).float() / staleness.numel()  # steps k versions old
+        out.update({f"train/staleness_frac_{k}": float(share) for k, share in enumerate(shares)})
         self._warn_on_low_ess(out.get("train/ess"))
         self.version += 1
         return out

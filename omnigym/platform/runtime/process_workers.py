@@ -166,9 +166,9 @@ class ProcessEnvWorker(ChunkWorker):
                     f"(exit code {self.process.exitcode})"
                 )
             if timeout_s is not None and waited >= timeout_s:
+                hint = " (runtime.async.start_timeout_s)" if doing == "starting" else ""
                 raise WorkerProcessError(
-                    f"env worker process {self.worker_id}: {doing} took over {timeout_s:g} s "
-                    "(runtime.async.start_timeout_s)"
+                    f"env worker process {self.worker_id}: {doing} took over {timeout_s:g} s{hint}"
                 )
         try:
             status, value = receive(self._conn)

@@ -332,14 +332,14 @@ class VLMPolicy(Policy):
         parts: list[Tensor] = []
         logits: list[Tensor] = []
         versions: list[tuple[int, int]] = []
-        current = inputs
-        while sum(p.shape[1] for p in parts) < self.num_new_tokens:
+        current, generated = inputs, 0
+        while generated < self.num_new_tokens:
             version = hook()
-            budget = min(step, self.num_new_tokens - sum(p.shape[1] for p in parts))
-            out = self._generate_once(current, budget, deterministic)
+            out = self._generate_once(current, min(step, self.num_new_tokens - generated), deterministic)
             parts.append(out.sequences[:, current.input_ids.shape[1] :])
             logits.append(torch.stack(out.logits, dim=1))
             versions.append((version, parts[-1].shape[1]))
+            generated += parts[-1].shape[1]
             reply = torch.cat(parts, dim=1)
             if bool((reply == eos).any(dim=1).all()):
                 break  # every row has ended
