@@ -398,12 +398,14 @@ def write_episodes_dataset(
     label: str,
     description: str,
     env_kwargs: dict[str, Any] | None = None,
+    jpeg_images: bool = False,
 ) -> DatasetSummary:
     """Save ready-made episodes (e.g. a training run's replay buffer) as Minari dataset ``dataset_id``.
 
     Each episode is a dict in Minari's layout: ``observations`` (``key -> [T+1, ...]``),
     ``actions`` ``[T, ...]``, ``rewards``, ``terminations``, ``truncations`` ``[T]``. Episode
     metadata holds ``policy`` (``label``), ``return`` and ``length``, as :func:`collect_dataset` writes.
+    Images are stored exactly unless ``jpeg_images`` (Minari's own default is JPEG).
 
     Raises:
         ValueError: no episodes, or a dataset with this id exists already.
@@ -444,6 +446,7 @@ def write_episodes_dataset(
             author="omnigym",
             code_permalink="https://github.com/omnigym/omnigym",
             description=description,
+            jpeg_encoding=jpeg_images,
         )
         dataset.storage.update_episode_metadata(metadata, range(len(metadata)))
     except BaseException:

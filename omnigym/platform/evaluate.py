@@ -17,6 +17,7 @@ import torch
 
 from omnigym.core.policy import Policy
 from omnigym.core.vector import TorchVectorEnv
+from omnigym.platform.episodes.format import KIND_IMAGE, EpisodeSteps, RecordingWriter, value_kind
 from omnigym.platform.stats import summarize
 from omnigym.platform.vec_env import make_env, to_env_action, to_torch_env_action
 
@@ -93,6 +94,8 @@ class _Episode:
     invalid_actions: int | None = None
     """Steps whose ``info["action_valid"]`` was False (None: the env does not report it)."""
     frames: list[np.ndarray] | None = None
+    steps: EpisodeSteps | None = None
+    """What the recording keeps of this episode (None: not recording)."""
 
 
 @dataclass
@@ -123,6 +126,7 @@ class _EpisodeRunner:
         num_slots: int,
         video_paths: list[Path],
         make_kwargs: dict[str, Any],
+        recording: RecordingWriter | None = None,
     ) -> None:
         self.env_id = env_id
         self.episodes = episodes
@@ -135,6 +139,8 @@ class _EpisodeRunner:
         self.obs: list[dict[str, Any]] = [{} for _ in range(num_slots)]
         self.records: dict[int, _Record] = {}
         self.render_fps = 30
+        self.recording = recording
+        self.record_frames: bool | None = None  # decided on the first reset: envs without an image obs
 
     @property
     def num_slots(self) -> int:
@@ -151,11 +157,16 @@ class _EpisodeRunner:
             self.running[slot] = None
             return False
         index, self.next_index = self.next_index, self.next_index + 1
-        renders = index < len(self.video_paths)
+        if self.recording is not None and self.record_frames is None:
+            self.record_frames = self._needs_frames()
+        renders = index < len(self.video_paths) or bool(self.record_frames)
         env = self._env(slot, renders)
         episode = _Episode(index=index, seed=self.seed + index, env=env, frames=[] if renders else None)
+        if self.recording is not None:
+            episode.steps = EpisodeSteps()
         self.obs[slot], _ = env.reset(seed=episode.seed)
         self._record_frame(episode)
+        self._record_observation(episode, self.obs[slot])
         self.running[slot] = episode
         return True
 
@@ -184,12 +195,20 @@ class _EpisodeRunner:
             if "action_valid" in info:
                 episode.invalid_actions = (episode.invalid_actions or 0) + int(not info["action_valid"])
             self._record_frame(episode)
+            if episode.steps is not None:
+                episode.steps.add_step(action, float(reward), terminated, truncated, info)
+                self._record_observation(episode, obs)
             if terminated or truncated:
                 self.records[episode.index] = _Record(
                     episode.episode_return, episode.length, _final_metrics(info, episode)
                 )
-                if episode.frames is not None:
+                if episode.frames is not None and episode.index < len(self.video_paths):
                     self._write_video(episode.index, episode.frames)
+                if self.recording is not None and episode.steps is not None:
+                    self.recording.write(
+                        episode.steps, seed=episode.seed, metrics=self.records[episode.index].metrics,
+                        index=episode.index,
+                    )  # fmt: skip
                 started[slot] = self.start(slot)
         return started
 
@@ -233,6 +252,22 @@ class _EpisodeRunner:
             return to_env_action(episode.env.action_space, raw)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from exc
+
+    def _needs_frames(self) -> bool:
+        """Whether recorded episodes need rendered frames: the observation has no image to show."""
+        env = self._env(0, False)
+        obs, _ = env.reset(seed=self.seed)
+        values = obs.values() if isinstance(obs, dict) else [obs]
+        if any(not isinstance(v, str) and value_kind(v) == KIND_IMAGE for v in values):
+            return False
+        return "rgb_array" in (env.metadata.get("render_modes") or [])
+
+    def _record_observation(self, episode: _Episode, obs: Any) -> None:
+        if episode.steps is not None:
+            frame = episode.frames[-1] if self.record_frames and episode.frames else None
+            episode.steps.add_observation(obs, frame)
+            if episode.frames is not None and episode.index >= len(self.video_paths):
+                episode.frames.clear()  # kept only for the recording, which has it now
 
     def _record_frame(self, episode: _Episode) -> None:
         if episode.frames is None:
@@ -315,6 +350,8 @@ def evaluate_policy(
     max_episode_steps: int | None = None,
     video_path: str | Path | None = None,
     video_episodes: int = 1,
+    record_dir: str | Path | None = None,
+    agent_name: str = "",
 ) -> EvalResult:
     """Run ``episodes`` episodes of ``policy`` on ``env_id`` and collect returns and metrics.
 
@@ -342,6 +379,10 @@ def evaluate_policy(
             ``<stem>-episode<i>.mp4`` beside it for episode ``i`` (seed ``seed + i``); see
             :func:`video_paths`. The env must render ``rgb_array`` frames.
         video_episodes: how many of the first episodes to record (at most ``episodes``).
+        record_dir: write every episode, step by step, as an episode recording in this new
+            directory (``docs/episodes.md``; ``omnigym view`` replays it). Envs whose
+            observation holds no image are recorded with their rendered frames.
+        agent_name: who acts, as the recording names it.
 
     Returns:
         The per-episode results, in seed order; see :meth:`EvalResult.summary`.
@@ -356,17 +397,25 @@ def evaluate_policy(
         raise ValueError(f"video_episodes must be >= 1 when video_path is given, got {video_episodes}")
     act = _action_fn(policy, deterministic)
     reset = getattr(policy, "reset", None)
+    make_kwargs = {
+        **getattr(policy, "env_kwargs", {}),
+        **(env_kwargs or {}),
+        "max_episode_steps": max_episode_steps,
+    }
+    recording = None
+    if record_dir is not None:
+        recording = RecordingWriter(
+            record_dir, env_id=env_id, env_kwargs={k: v for k, v in make_kwargs.items() if v is not None},
+            agent=agent_name or type(policy).__name__, source="eval",
+        )  # fmt: skip
     runner = _EpisodeRunner(
         env_id,
         episodes=episodes,
         seed=seed,
         num_slots=min(num_envs, episodes),
         video_paths=video_paths(video_path, min(video_episodes, episodes)) if video_path is not None else [],
-        make_kwargs={
-            **getattr(policy, "env_kwargs", {}),
-            **(env_kwargs or {}),
-            "max_episode_steps": max_episode_steps,
-        },
+        make_kwargs=make_kwargs,
+        recording=recording,
     )
     module = policy if isinstance(policy, torch.nn.Module) else None
     was_training = module is not None and module.training

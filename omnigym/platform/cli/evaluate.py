@@ -25,27 +25,34 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     result = evaluate_policy(
         policy, args.env, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic,
         env_kwargs=env_kwargs, max_episode_steps=max_episode_steps, video_path=video_path,
-        video_episodes=args.video_episodes,
+        video_episodes=args.video_episodes, record_dir=args.record, agent_name=args.policy,
     )  # fmt: skip
     summary = result.summary()
     if args.json:
         if result.video_path:
             summary["video"] = str(result.video_path)  # type: ignore[assignment]
             summary["videos"] = [str(p) for p in result.video_paths]  # type: ignore[assignment]
+        if args.record:
+            summary["recording"] = str(args.record)  # type: ignore[assignment]
         print(json.dumps(summary))
     else:
         print(f"{args.policy} on {args.env}, {args.episodes} episodes from seed {args.seed}:")
         print(format_summary(summary))
         for path in result.video_paths:
             print(f"video: {path}")
+        if args.record:
+            print(f"episodes recorded in {args.record} (watch them: omnigym view {args.record})")
     return 0
 
 
 @env_flags
 def _cmd_collect(args: argparse.Namespace) -> int:
     from omnigym.platform.datasets import PolicySource, PolicySpec, collect_dataset, parse_policy_mix
+    from omnigym.platform.episodes.format import MANIFEST, RecordingError
     from omnigym.policies.baselines import RandomPolicy
 
+    if args.record and (Path(args.record) / MANIFEST).exists():  # refused before any episode runs
+        raise RecordingError(f"{args.record} already holds a recording; pick a new directory")
     env_kwargs = json_kwargs(args.env_kwargs)
     # A saved policy's path is one spec even if it holds a comma.
     entries = [PolicySpec(args.policy)] if Path(args.policy).exists() else parse_policy_mix(args.policy)
@@ -69,6 +76,11 @@ def _cmd_collect(args: argparse.Namespace) -> int:
     )
     if len(summary.episodes_per_policy) > 1:
         print("episodes per policy: " + ", ".join(f"{k} {v}" for k, v in summary.episodes_per_policy.items()))
+    if args.record:
+        from omnigym.platform.episodes.minari_convert import minari_to_recording
+
+        minari_to_recording(summary.dataset_id, args.record)
+        print(f"episodes recorded in {args.record} (watch them: omnigym view {args.record})")
     return 0
 
 
@@ -91,6 +103,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--video-episodes", type=int, default=1, metavar="N",
         help="with --video: record the first N episodes, each whole in its own MP4 (default 1)",
     )  # fmt: skip
+    evaluate.add_argument(
+        "--record", default=None, metavar="DIR",
+        help="write every episode step by step to DIR (a new episode recording, docs/episodes.md) "
+        "for omnigym view",
+    )  # fmt: skip
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.set_defaults(func=_cmd_eval)
 
@@ -112,5 +129,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     collect.add_argument(
         "--jpeg-images", action="store_true",
         help="store image observations JPEG-encoded (smaller, lossy); default: exactly as rendered",
+    )  # fmt: skip
+    collect.add_argument(
+        "--record", default=None, metavar="DIR",
+        help="also write the episodes to DIR as an episode recording (docs/episodes.md) for omnigym view",
     )  # fmt: skip
     collect.set_defaults(func=_cmd_collect)

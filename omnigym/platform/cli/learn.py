@@ -109,9 +109,30 @@ def _cmd_bc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_datasets_export(args: argparse.Namespace) -> int:
+    from omnigym.platform.episodes.minari_convert import minari_to_recording
+
+    out = minari_to_recording(args.dataset_id, args.out)
+    print(f"wrote {args.dataset_id} as an episode recording in {out} (watch it: omnigym view {out})")
+    return 0
+
+
+def _cmd_datasets_import(args: argparse.Namespace) -> int:
+    from omnigym.platform.episodes.minari_convert import recording_to_minari
+
+    summary = recording_to_minari(args.recording, args.dataset_id)
+    print(
+        f"wrote Minari dataset {summary.dataset_id}: {summary.episodes} episodes, {summary.steps} steps, "
+        f"mean return {summary.mean_return:.3f} ({summary.path})"
+    )
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """The ``datasets``, ``vlm`` and ``bc`` commands."""
-    datasets = sub.add_parser("datasets", help="generate D4RL-style offline datasets locally")
+    datasets = sub.add_parser(
+        "datasets", help="generate D4RL-style offline datasets locally; convert datasets and recordings"
+    )
     datasets_sub = datasets.add_subparsers(dest="datasets_command", required=True, metavar="DATASETS_COMMAND")
     make = datasets_sub.add_parser(
         "make", help="make recipe datasets, e.g. hopper-medium (trains and caches a SAC behaviour policy)"
@@ -124,6 +145,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--quick", action="store_true", help="small datasets, short SAC runs (own ids: ...-quick-v0)"
     )
     make.set_defaults(func=_cmd_datasets_make)
+    export = datasets_sub.add_parser(
+        "export", help="write a Minari dataset in another format (recording: omnigym's episode format)"
+    )
+    export.add_argument("dataset_id", help="Minari dataset id, e.g. omnigym/pusht-expert-v0")
+    export.add_argument("--format", choices=["recording"], default="recording", help="the target format")
+    export.add_argument("--out", required=True, metavar="DIR", help="a new directory to write into")
+    export.set_defaults(func=_cmd_datasets_export)
+    import_ = datasets_sub.add_parser("import", help="make a Minari dataset from another format")
+    import_.add_argument("recording", metavar="DIR", help="an episode recording (omnigym eval --record DIR)")
+    import_.add_argument("--format", choices=["recording"], default="recording", help="the source format")
+    import_.add_argument("--dataset-id", required=True, help="the new Minari dataset's id")
+    import_.set_defaults(func=_cmd_datasets_import)
 
     vlm = sub.add_parser("vlm", help="vision-language-model utilities")
     vlm_sub = vlm.add_subparsers(dest="vlm_command", required=True, metavar="VLM_COMMAND")
