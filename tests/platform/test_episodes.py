@@ -230,3 +230,9 @@ def test_minari_round_trip_and_cli(tmp_path, minari_root, capsys):
     assert manifest["source"] == "minari:omnigym/rec-test-v0"
     assert main(["datasets", "export", "omnigym/no-such-v0", "--out", str(tmp_path / "x")]) == 2
     assert "no Minari dataset" in capsys.readouterr().err
+
+
+def test_world_model_replay_refuses_what_is_not_a_model(tmp_path, capsys):
+    assert main(["world-model", "replay", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert "is not a saved world model (no config.json)" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

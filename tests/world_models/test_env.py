@@ -489,3 +489,28 @@ def test_single_env_passes_gymnasiums_env_checker(model: LinearWorldModel) -> No
     env = WorldModelEnv(model, env_id=ENV_ID, start_states="live", horizon=10)
     check_env(env, skip_render_check=True)  # spaces, seeded resets, step types
     env.close()
+
+
+def test_replay_puts_the_model_beside_the_real_env_on_the_same_actions(model, tmp_path):
+    from omnigym.platform.episodes import Recording
+    from omnigym.platform.world_model_replay import replay_in_world_model
+
+    def push(obs: dict[str, np.ndarray]) -> np.ndarray:
+        return np.full((len(next(iter(obs.values()))), 1), 0.5, dtype=np.float32)
+
+    summary = replay_in_world_model(
+        model, ENV_ID, push, tmp_path / "out", episodes=2, seed=3, agent_name="push", max_episode_steps=12
+    )
+    real, dreamt = Recording(summary.real), Recording(summary.model)
+    assert [e.seed for e in dreamt.episodes] == [e.seed for e in real.episodes] == [3, 4]
+    for r, m in zip(real, dreamt, strict=True):
+        start = r.observations["state"][0]
+        np.testing.assert_allclose(m.observations["state"][0], start, atol=1e-6)  # the same start state
+        assert m.actions[0].tolist() == r.actions[0].tolist() == [0.5]
+        assert m.length == r.length == 12
+        t = m.length  # the linear model: obs + 0.1 * 0.5 per step
+        np.testing.assert_allclose(m.observations["state"][t], start + 0.05 * t, atol=1e-5)
+        expected = np.linalg.norm(m.observations["state"][5] - r.observations["state"][5])
+        assert m.infos["obs_error"][4] == pytest.approx(expected, rel=1e-5)
+        assert m.summary.metrics["obs_error_mean"] == pytest.approx(np.mean(m.infos["obs_error"]))
+    assert summary.model_returns[0] == pytest.approx(float(dreamt.episode(0).rewards.sum()))

@@ -129,12 +129,8 @@ def _cmd_world_model_eval(args: argparse.Namespace) -> int:
     from omnigym.world_models.fidelity import FidelityReport
 
     model_dir = Path(args.model)
-    if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"{model_dir} is not a saved world model (no config.json)")
+    env_id = _model_env_id(model_dir, args.env)
     report = FidelityReport.load(model_dir)
-    env_id = args.env or (report.env_id if report is not None else None)
-    if env_id is None:
-        raise SystemExit(f"world-model eval: {model_dir} has no fidelity.json naming its env; pass --env")
     if len(args.policies) < 2:
         raise SystemExit("world-model eval: rank at least two --policies")
     ranked = []
@@ -152,6 +148,38 @@ def _cmd_world_model_eval(args: argparse.Namespace) -> int:
     print(report.to_markdown())
     if report.rank_caveat is not None:  # also in fidelity.json/.md; said again where it is seen
         print(f"world-model eval: Spearman {rho:.3f} is {report.rank_caveat}", file=sys.stderr)
+    return 0
+
+
+def _model_env_id(model_dir: Path, env: str | None) -> str:
+    """The real env of a saved world model: ``--env``, else the one its fidelity report names."""
+    from omnigym.world_models.fidelity import FidelityReport
+
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir} is not a saved world model (no config.json)")
+    report = FidelityReport.load(model_dir)
+    env_id = env or (report.env_id if report is not None else None)
+    if env_id is None:
+        raise SystemExit(f"{model_dir} has no fidelity.json naming its env; pass --env")
+    return env_id
+
+
+def _cmd_world_model_replay(args: argparse.Namespace) -> int:
+    from omnigym.platform.world_model_replay import replay_in_world_model
+
+    model_dir = Path(args.model)
+    env_id = _model_env_id(model_dir, args.env)
+    policy = resolve_policy(args.policy, env_id)
+    summary = replay_in_world_model(
+        model_dir, env_id, policy, args.out, episodes=args.episodes, seed=args.seed, agent_name=args.policy,
+        model_env_kwargs={"reward": args.reward, "termination": args.termination},
+    )  # fmt: skip
+    for i, (error, real, model) in enumerate(
+        zip(summary.obs_error, summary.real_returns, summary.model_returns, strict=True)
+    ):
+        print(f"episode {i}: mean obs error {error:.4g}, return real {real:.2f} / model {model:.2f}")
+    print(f"recordings: {summary.real} and {summary.model}")
+    print(f"side by side: omnigym view {summary.real} {summary.model}")
     return 0
 
 
@@ -225,3 +253,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--termination", choices=["learned", "known"], default="learned", help="model termination"
     )
     wm_eval.set_defaults(func=_cmd_world_model_eval)
+    replay = wm_sub.add_parser(
+        "replay", help="record a policy in the real env and its actions replayed in the model, to compare"
+    )
+    replay.add_argument("model", help="a saved world model folder (world-model fit --out)")
+    replay.add_argument("--policy", default="random", help="who acts in the real env (default random)")
+    replay.add_argument("--env", help="the real env (default: the one in the model's fidelity.json)")
+    replay.add_argument("--out", required=True, help="a new folder for the real/ and model/ recordings")
+    replay.add_argument("--episodes", type=int, default=3, help="episodes (default 3)")
+    replay.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (both envs)")
+    replay.add_argument("--reward", choices=["learned", "known"], default="learned", help="model reward")
+    replay.add_argument(
+        "--termination", choices=["learned", "known"], default="learned", help="model termination"
+    )
+    replay.set_defaults(func=_cmd_world_model_replay)
