@@ -30,7 +30,7 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/scri
     "$venv/bin/python" -m pip install -q --no-compile "torch==2.13.0"
   fi
   "$venv/bin/python" -m pip install -q --no-compile \
-    -e "$root[classic,mujoco,driving,robotics,gui,games,vlm,diffusion,offline,ray,bench,dev,pusht]"
+    -e "$root[classic,mujoco,driving,robotics,gui,games,vlm,diffusion,offline,ray,bench,dev,pusht,view,deploy]"
   # LeRobot's PushT: without its pygame pin, which the pusht extra's pygame-ce satisfies (pyproject.toml)
   "$venv/bin/python" -m pip install -q --no-compile --no-deps "gym-pusht==0.1.8"
   # pip compiles bytecode on one core; compileall uses them all (a third of the install time)
