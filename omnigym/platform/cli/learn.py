@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from omnigym.platform.loggers import format_eta
@@ -102,11 +106,34 @@ def _cmd_bc(args: argparse.Namespace) -> int:
         print(f"step {step}/{config.steps}: {text} ({elapsed:.0f} s, {eta})", flush=True)
 
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-    policy, _ = imitate_dataset(
-        args.dataset, args.policy, args.overrides, config, callback=log, device=device
-    )
+    with _as_minari_dataset(args.dataset) as dataset_id:
+        policy, _ = imitate_dataset(
+            dataset_id, args.policy, args.overrides, config, callback=log, device=device
+        )
     print(f"{args.policy} policy saved to {policy.save_pretrained(args.out)}")
     return 0
+
+
+@contextlib.contextmanager
+def _as_minari_dataset(dataset: str) -> Iterator[str]:
+    """A Minari dataset id as it is; an episode recording directory as a temporary Minari dataset."""
+    from omnigym.platform.episodes.format import MANIFEST
+
+    if not (Path(dataset) / MANIFEST).is_file():
+        yield dataset
+        return
+    from omnigym.platform.episodes.minari_convert import recording_to_minari
+
+    previous = os.environ.get("MINARI_DATASETS_PATH")
+    with tempfile.TemporaryDirectory(prefix="omnigym-bc-") as tmp:
+        os.environ["MINARI_DATASETS_PATH"] = tmp  # the user's datasets stay untouched
+        try:
+            yield recording_to_minari(dataset, "omnigym/recording-v0").dataset_id
+        finally:
+            if previous is None:
+                os.environ.pop("MINARI_DATASETS_PATH", None)
+            else:
+                os.environ["MINARI_DATASETS_PATH"] = previous
 
 
 def _cmd_datasets_export(args: argparse.Namespace) -> int:
@@ -194,7 +221,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "bc",
         help="imitation-train an action-chunk policy (diffusion, flow, meanflow, vla, planners) on a dataset",
     )
-    bc.add_argument("--dataset", required=True, help="Minari dataset id (omnigym collect ...)")
+    bc.add_argument(
+        "--dataset", required=True,
+        help="Minari dataset id (omnigym collect ...) or an episode recording directory (eval --record DIR)",
+    )  # fmt: skip
     bc.add_argument(
         "--policy", required=True,
         help="diffusion, flow, meanflow, vla, diffusion_planner or hierarchical_diffusion_planner",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -115,3 +116,23 @@ def test_bc_command_trains_on_a_collected_dataset_and_saves(
         policy.state_normalizer.high.numpy(), steps.obs["state"].max(axis=0), rtol=1e-6
     )
     assert int(policy.ema_step) == 3
+    # The same episodes as an episode recording (collect --record) train the same way.
+    recording = tmp_path / "recording"
+    assert main(["datasets", "export", "omnigym/t-v0", "--out", str(recording)]) == 0
+    argv = [
+        "bc",
+        "--dataset",
+        str(recording),
+        "--policy",
+        "flow",
+        "--out",
+        str(tmp_path / "p2"),
+        "--steps",
+        "3",
+    ]
+    assert main([*argv, *tiny]) == 0
+    from_recording = Policy.from_pretrained(tmp_path / "p2")
+    np.testing.assert_allclose(
+        from_recording.action_normalizer.low.numpy(), steps.actions.min(axis=0), rtol=1e-6
+    )
+    assert os.environ["MINARI_DATASETS_PATH"] == str(tmp_path / "datasets")  # restored
