@@ -403,7 +403,8 @@ def write_episodes_dataset(
     """Save ready-made episodes (e.g. a training run's replay buffer) as Minari dataset ``dataset_id``.
 
     Each episode is a dict in Minari's layout: ``observations`` (``key -> [T+1, ...]``),
-    ``actions`` ``[T, ...]``, ``rewards``, ``terminations``, ``truncations`` ``[T]``. Episode
+    ``actions`` ``[T, ...]``, ``rewards``, ``terminations``, ``truncations`` ``[T]`` and
+    optionally its reset ``seed``. Episode
     metadata holds ``policy`` (``label``), ``return`` and ``length``, as :func:`collect_dataset` writes.
     Images are stored exactly unless ``jpeg_images`` (Minari's own default is JPEG).
 
@@ -422,6 +423,7 @@ def write_episodes_dataset(
     env = make_env(env_id, **(env_kwargs or {}))
     buffers = [
         EpisodeBuffer(
+            seed=e.get("seed"),
             observations=e["observations"],
             actions=e["actions"],
             rewards=list(map(float, e["rewards"])),

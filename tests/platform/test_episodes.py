@@ -219,6 +219,7 @@ def test_minari_round_trip_and_cli(tmp_path, minari_root, capsys):
     assert main(["datasets", "export", "omnigym/rec-test-v0", "--out", str(tmp_path / "back")]) == 0
     original, back = Recording(tmp_path / "rec"), Recording(tmp_path / "back")
     assert back.env_id == GUI_ENV and len(back) == 2
+    assert [e.seed for e in back.episodes] == [e.seed for e in original.episodes] == [0, 1]
     for a, b in zip(original, back, strict=True):
         assert b.actions == a.actions
         np.testing.assert_array_equal(b.rewards, a.rewards)

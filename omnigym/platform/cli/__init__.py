@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from omnigym.platform.cli import agents, catalog, evaluate, learn, train, world_model
+from omnigym.platform.cli import agents, catalog, deploy, evaluate, learn, train, view, world_model
 from omnigym.platform.cli.catalog import BENCH_DIR, list_benchmarks
 from omnigym.platform.cli.errors import UsageError, report_error
 from omnigym.platform.cli.policy_spec import resolve_policy
@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     learn.add_parsers(sub)
     world_model.add_parsers(sub)
     catalog.add_parsers(sub)
+    view.add_parsers(sub)
+    deploy.add_parsers(sub)
     for name, command in sub.choices.items():
         if name != "bench":  # a benchmark's options are its script's (it records its own threads)
             _add_common_options(command)

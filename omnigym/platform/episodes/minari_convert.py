@@ -51,6 +51,7 @@ def recording_to_minari(directory: str | Path, dataset_id: str, *, description: 
                 "rewards": episode.rewards,
                 "terminations": episode.terminated,
                 "truncations": episode.truncated,
+                "seed": episode.summary.seed,
             }
         )
     return write_episodes_dataset(
