@@ -179,39 +179,10 @@ def test_eval_records_rendered_frames_and_reward_components_for_vector_envs(tmp_
 
 
 def test_minari_round_trip_and_cli(tmp_path, minari_root, capsys):
-    assert (
-        main(
-            [
-                "eval",
-                "--policy",
-                "gui_oracle",
-                "--env",
-                GUI_ENV,
-                "--episodes",
-                "2",
-                "--record",
-                str(tmp_path / "rec"),
-            ]
-        )
-        == 0
-    )
+    record = ["eval", "--policy", "gui_oracle", "--env", GUI_ENV, "--episodes", "2", "--record"]
+    assert main([*record, str(tmp_path / "rec")]) == 0
     assert "episodes recorded in" in capsys.readouterr().out
-    assert (
-        main(
-            [
-                "eval",
-                "--policy",
-                "gui_oracle",
-                "--env",
-                GUI_ENV,
-                "--episodes",
-                "2",
-                "--record",
-                str(tmp_path / "rec"),
-            ]
-        )
-        == 2
-    )
+    assert main([*record, str(tmp_path / "rec")]) == 2
     assert "already holds a recording" in capsys.readouterr().err
 
     assert main(["datasets", "import", str(tmp_path / "rec"), "--dataset-id", "omnigym/rec-test-v0"]) == 0
