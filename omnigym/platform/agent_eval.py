@@ -71,14 +71,19 @@ other manipulation tasks' final distance to the goal (m); envs without them repo
 def suite_env_ids(suite: str) -> list[str]:
     """The env ids of a suite.
 
-    ``gui``: the twelve synthetic GUI families; ``games``: the games with solvers; ``driving``: the
-    VLM driving env on held-out test scenes; ``manipulation``: the four MuJoCo tasks with camera
-    images; otherwise a comma-separated list of env ids.
+    ``gui``: the twelve synthetic GUI families; ``miniwob``: their real MiniWoB++ counterparts in
+    headless Chromium (``omnigym/MiniWoB-<Task>-v0``); ``games``: the games with solvers;
+    ``driving``: the VLM driving env on held-out test scenes; ``manipulation``: the four MuJoCo
+    tasks with camera images; otherwise a comma-separated list of env ids.
     """
     if suite == "gui":
         from omnigym.envs.gui.families import FAMILIES
 
         return [f"omnigym/GUI-{family}-v0" for family in FAMILIES]
+    if suite == "miniwob":
+        from omnigym.envs.miniwob_ids import miniwob_suite_ids
+
+        return miniwob_suite_ids()
     if suite == "games":
         return list(GAME_IDS)
     if suite == "driving":
@@ -88,7 +93,8 @@ def suite_env_ids(suite: str) -> list[str]:
     ids = [part.strip() for part in suite.split(",") if part.strip()]
     if not ids:
         raise ValueError(
-            "--suite must be 'gui', 'games', 'driving', 'manipulation' or a comma-separated list of env ids"
+            "--suite must be 'gui', 'miniwob', 'games', 'driving', 'manipulation' or a comma-separated list "
+            "of env ids"
         )
     return ids
 
@@ -204,14 +210,14 @@ def random_agent(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> Acti
 def oracle_agent(env_id: str, env_kwargs: dict[str, Any]) -> Policy:
     """The env family's scripted solver.
 
-    ``gui_oracle`` for GUI envs, the task's expert in the manipulation suite
-    (:data:`MANIPULATION_EXPERTS`), ``game_solver`` for games.
+    ``gui_oracle`` for GUI envs (synthetic, and real MiniWoB++ tasks: ``omnigym/MiniWoB-...``,
+    ``miniwob/...``), the task's expert in the manipulation suite (:data:`MANIPULATION_EXPERTS`),
+    ``game_solver`` for games.
     """
     if env_id in MANIPULATION_EXPERTS:
         return registered_agent(MANIPULATION_EXPERTS[env_id], env_id, env_kwargs)
-    return registered_agent(
-        "gui_oracle" if env_id.startswith("omnigym/GUI-") else "game_solver", env_id, env_kwargs
-    )
+    gui = env_id.startswith(("omnigym/GUI-", "omnigym/MiniWoB-", "miniwob/"))
+    return registered_agent("gui_oracle" if gui else "game_solver", env_id, env_kwargs)
 
 
 AgentFactory = Callable[[str, dict[str, Any]], Any]
@@ -304,8 +310,9 @@ def _evaluate_one(
         agent = factory(env_id, env_kwargs)
         counting = CountingAgent(agent) if isinstance(agent, Policy) else None
         result = evaluate_policy(
-            counting or agent, env_id, episodes=episodes, seed=seed, env_kwargs=env_kwargs, video_path=video
-        )
+            counting or agent, env_id, episodes=episodes, seed=seed, env_kwargs=env_kwargs, video_path=video,
+            num_envs=_num_envs(env_id),
+        )  # fmt: skip
     except EnvArgumentError as exc:
         if exc.kwarg is not None:  # e.g. a solver's env option a GUI env does not take: this agent's
             return _error_row(name, env_id, exc, time.perf_counter() - start)
@@ -327,6 +334,14 @@ def _evaluate_one(
         seconds=seconds, steps_per_s=steps / max(seconds, 1e-9),
         scores={k: summary[f"{k}_mean"] for k in SCORE_METRICS if f"{k}_mean" in summary},
     )  # fmt: skip
+
+
+def _num_envs(env_id: str) -> int:
+    """Episodes run side by side: one for a real-browser MiniWoB++ task, else evaluate_policy's 8.
+
+    Each MiniWoB++ slot is a Chromium (~400 MB, a CPU core under load) with a real-time page.
+    """
+    return 1 if env_id.startswith(("omnigym/MiniWoB-", "miniwob/")) else 8
 
 
 def _error_row(name: str, env_id: str, exc: BaseException, seconds: float) -> AgentResult:

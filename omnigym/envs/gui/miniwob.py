@@ -15,10 +15,13 @@ imported only when an env is made: ``import omnigym.envs.gui.miniwob`` stays lig
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import string
 import tempfile
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -35,7 +38,11 @@ from omnigym.envs.gui.actions import (
     parse_action,
 )
 from omnigym.envs.gui.env import OBS_KEYS
+from omnigym.envs.miniwob_ids import raw_miniwob_spec
 
+STALE_RESET_S = 1.0
+"""A page reset longer ago than this is reset again (same seed, same page) before the first
+action, so its clock starts when the agent starts acting (see :class:`MiniWoBEnv`)."""
 TEXT_MAX_LENGTH = 8192
 """Longest ``text`` observation (text-heavy tasks list a hundred DOM nodes)."""
 CHROME_FLAGS = (
@@ -82,6 +89,18 @@ _ROLES = {
     **dict.fromkeys(_TEXTBOX_TAGS, "textbox"),
 }
 _INSTALL_HINT = "the real-browser GUI envs need miniwob: pip install 'omnigym[gui]'"
+_SELECT_VALUES_JS = (
+    "return Array.from(document.querySelectorAll('select')).map(s => [Number(s.dataset.wob_ref), "
+    "s.selectedIndex >= 0 ? s.options[s.selectedIndex].text : '']);"
+)
+"""The shown option of each ``<select>`` by its miniwob ref (miniwob's DOM info has no value for it)."""
+
+
+class MiniWoBUnavailableError(gym.error.DependencyNotInstalled, RuntimeError):
+    """``miniwob`` or the headless browser is missing; the message says what to install.
+
+    A Gymnasium error, so the command line prints it as one line (a user's error, exit status 2).
+    """
 
 
 @dataclass
@@ -115,10 +134,8 @@ class MiniWoBConfig:
 
 def browser_unavailable_reason() -> str | None:
     """Why a MiniWoB++ env cannot start here (``None`` when it can): a missing package or browser."""
-    try:
-        import miniwob  # noqa: F401
-        import selenium  # noqa: F401
-    except ImportError:
+    # find_spec, not import: importing miniwob registers its raw envs (raw_miniwob_spec does that)
+    if importlib.util.find_spec("miniwob") is None or importlib.util.find_spec("selenium") is None:
         return _INSTALL_HINT
     _default_browser_env()
     for var in ("MINIWOB_CHROME_BINARY", "MINIWOB_CHROMEDRIVER"):
@@ -183,13 +200,20 @@ def _install_headless_driver() -> None:
     miniwob.environment.SeleniumInstance = HeadlessInstance
 
 
-def accessibility_tree(dom_elements: Any, width: int, height: int) -> str:
+def accessibility_tree(
+    dom_elements: Any, width: int, height: int, select_values: Mapping[int, str] | None = None
+) -> str:
     """One line per DOM element an agent can read or act on, in ``screen.py``'s format.
 
     ``[index] role "label" (x, y, w, h) states``: the page (``window``, the screen's size), then
     every element on the screen that has text or is a control, in document order; a checkbox or
-    radio button is named by the text of its ``<label>``. Boxes are screenshot pixels
-    (rounded). States: ``checked``/``unchecked``; ``value="..."`` (masked for passwords) and
+    radio button is named by the text of its ``<label>``, a button or link without text of its own
+    by its children's text, even off the screen (jQuery UI's icon-only close button is ``"Close"``,
+    as a browser's accessibility tree names it). jQuery UI widgets get their ARIA roles: tab anchors
+    are ``tab`` (``selected`` on the active one), slider handles ``slider``, dialogs ``dialog``
+    (named by their title); a link inside an ``active`` item (a pager's current page) is
+    ``selected``. Boxes are screenshot pixels (rounded). States: ``checked``/``unchecked``;
+    ``value="..."`` (masked for passwords; a dropdown's shown option, from ``select_values``) and
     ``password``; ``focused``. Containers without text of their own are left out.
 
     Args:
@@ -197,14 +221,22 @@ def accessibility_tree(dom_elements: Any, width: int, height: int) -> str:
             ``value``, ``classes``, ``left``/``top``/``width``/``height``, ``flags``).
         width: the screenshot's width in pixels.
         height: the screenshot's height in pixels.
+        select_values: each ``<select>``'s shown option by its ref (its ``value`` state).
     """
     lines = [f'[0] window "" (0, 0, {width}, {height})']
     label_texts = _label_texts(dom_elements)
-    for element in dom_elements:
+    child_texts = _child_texts(dom_elements)
+    classes_of = {int(e["ref"]): str(e["classes"]).split() for e in dom_elements}
+    for index, element in enumerate(dom_elements):
         tag, text = str(element["tag"]), str(element["text"]).strip()
-        role = "link" if "alink" in str(element["classes"]).split() else _ROLES.get(tag)
+        classes, parent = str(element["classes"]).split(), int(element["parent"])
+        role = _role(tag, classes)
         if role in ("checkbox", "radio") and not text:
-            text = label_texts.get(int(element["parent"]), "")  # named by its <label>, as in a browser
+            text = label_texts.get(parent, "")  # named by its <label>, as in a browser
+        elif role in ("button", "link", "tab") and not text:
+            text = child_texts.get(int(element["ref"]), "")
+        elif role == "dialog":
+            text = _dialog_title(dom_elements, index)
         if role is None:
             if not text or tag == "body":
                 continue
@@ -216,10 +248,47 @@ def accessibility_tree(dom_elements: Any, width: int, height: int) -> str:
         if w <= 0 or h <= 0 or x + w <= 0 or y + h <= 0 or x >= width or y >= height:
             continue  # empty, or moved off the page (hidden the way some tasks hide elements)
         states = _states(tag, element)
+        parent_classes = classes_of.get(parent, [])
+        if role in ("tab", "link") and {"ui-tabs-active", "active"} & set(parent_classes):
+            states.insert(0, "selected")
+        if tag == "select" and select_values is not None and int(element["ref"]) in select_values:
+            value = select_values[int(element["ref"])].replace("\\", "\\\\").replace('"', '\\"')
+            states.insert(0, f'value="{value}"')
         label = text.replace("\\", "\\\\").replace('"', '\\"')
         suffix = "".join(f" {state}" for state in states)
         lines.append(f'[{len(lines)}] {role} "{label}" ({x}, {y}, {w}, {h}){suffix}')
     return "\n".join(lines)
+
+
+def _role(tag: str, classes: list[str]) -> str | None:
+    """An element's role: jQuery UI's widgets by their classes, else by the tag (None: no control)."""
+    if "ui-tabs-anchor" in classes:
+        return "tab"
+    if "ui-slider-handle" in classes:
+        return "slider"
+    if "ui-dialog" in classes:
+        return "dialog"
+    if "alink" in classes:
+        return "link"
+    return _ROLES.get(tag)
+
+
+def _dialog_title(dom_elements: Any, index: int) -> str:
+    """The text of the first jQuery UI dialog title after element ``index`` (its dialog's title bar)."""
+    for element in list(dom_elements)[index + 1 :]:
+        if "ui-dialog-title" in str(element["classes"]).split():
+            return str(element["text"]).strip()
+    return ""
+
+
+def _child_texts(dom_elements: Any) -> dict[int, str]:
+    """The text of each element's children (on the screen or not), by the element's ref."""
+    texts: dict[int, list[str]] = {}
+    for element in dom_elements:
+        text = str(element["text"]).strip()
+        if text:
+            texts.setdefault(int(element["parent"]), []).append(text)
+    return {ref: " ".join(parts) for ref, parts in texts.items()}
 
 
 def _label_texts(dom_elements: Any) -> dict[int, str]:
@@ -263,7 +332,11 @@ class MiniWoBEnv(gym.Env[dict[str, Any], str]):
     done (success: ``1 - elapsed / limit``, or ``+1`` with ``raw_reward``; failure or the page's
     wall-clock limit: ``-1``), ``terminated`` then, 0 before. Episodes run in real time, so a slow
     policy times out. On the terminal step the page has moved on: ``image`` is miniwob's black
-    frame and the tree only the window. ``info``: ``is_success`` (raw reward > 0),
+    frame and the tree only the window. The page's clock starts at ``reset``; when the first valid
+    action comes more than :data:`STALE_RESET_S` later (batched evaluation resets every slot, then
+    starts them one after another; browsers start slowly), the page is reset again with the same
+    seed (the same page: the task is drawn from the seed) just before the action, so slow starts do
+    not time episodes out. ``info``: ``is_success`` (raw reward > 0),
     ``action_valid``, ``action_error``, ``reason`` (the page's, on the terminal step).
 
     Args:
@@ -278,19 +351,20 @@ class MiniWoBEnv(gym.Env[dict[str, Any], str]):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         reason = browser_unavailable_reason()
         if reason is not None:
-            raise RuntimeError(f"cannot start MiniWoB++: {reason}")
-        import miniwob  # noqa: F401  (registers the miniwob/ ids)
+            raise MiniWoBUnavailableError(f"cannot start MiniWoB++: {reason}")
+        self.config = MiniWoBConfig(**kwargs)
+        # first: it imports miniwob with omnigym's miniwob/ ids kept in place
+        raw_spec = raw_miniwob_spec(self.config.gym_id)  # miniwob's own env, not this wrapper
         from miniwob.action import ActionSpaceConfig, ActionTypes
         from miniwob.reward import get_raw_reward
 
         _install_headless_driver()
-        self.config = MiniWoBConfig(**kwargs)
         self.render_mode = render_mode
         self._types = ActionTypes
         action_config = ActionSpaceConfig.get_preset("all_supported")
         action_config.allowed_keys = tuple(KEY_CODES.values())
         extra = {"reward_processor": get_raw_reward} if self.config.raw_reward else {}
-        browser = gym.make(self.config.gym_id, action_space_config=action_config, **extra).unwrapped
+        browser = gym.make(raw_spec, action_space_config=action_config, **extra).unwrapped
         self.browser: Any = cast(Any, browser)  # miniwob's MiniWoBEnvironment, beyond gym.Env's API
         self.width = int(self.browser.instance.task_width)
         self.height = int(self.browser.instance.task_height)
@@ -302,6 +376,7 @@ class MiniWoBEnv(gym.Env[dict[str, Any], str]):
         }
         self.observation_space = spaces.Dict({k: every[k] for k in OBS_KEYS if k in self.config.obs_keys})
         self._utterance = ""
+        self._reset_seed, self._reset_time, self._acted = 0, 0.0, False
         self._last: dict[str, Any] = {}
         self._done = False
 
@@ -314,6 +389,7 @@ class MiniWoBEnv(gym.Env[dict[str, Any], str]):
             seed = int(self.np_random.integers(2**31))
         record = {"record_screenshots": OBS_IMAGE in self.config.obs_keys}
         raw_obs, _ = self.browser.reset(seed=seed, options=record)
+        self._reset_seed, self._reset_time, self._acted = seed, time.monotonic(), False
         self._utterance = str(raw_obs["utterance"])
         self._done = False
         self._last = self._observation(raw_obs)
@@ -339,6 +415,10 @@ class MiniWoBEnv(gym.Env[dict[str, Any], str]):
             return self._last, self.config.invalid_action_penalty, self._done, False, info
         if self._done:
             return self._last, 0.0, True, False, info
+        if not self._acted and time.monotonic() - self._reset_time > STALE_RESET_S:
+            record = {"record_screenshots": OBS_IMAGE in self.config.obs_keys}
+            self.browser.reset(seed=self._reset_seed, options=record)  # restart the page's clock
+        self._acted = True
         reward = 0.0
         for browser_action in self._browser_actions(parsed):
             raw_obs, raw_reward, done, _, raw_info = self.browser.step(browser_action)
@@ -380,10 +460,19 @@ class MiniWoBEnv(gym.Env[dict[str, Any], str]):
         if OBS_TEXT in self.config.obs_keys:
             text = f"instruction: {self._utterance}"
             if self.config.accessibility_tree:
-                tree = accessibility_tree(raw_obs["dom_elements"], self.width, self.height)
+                dom = raw_obs["dom_elements"]
+                tree = accessibility_tree(dom, self.width, self.height, self._select_values(dom))
                 text += "\nelements:\n" + tree
             obs[OBS_TEXT] = "".join(c for c in text if c in string.printable)[:TEXT_MAX_LENGTH]
         return obs
+
+    def _select_values(self, dom_elements: Any) -> dict[int, str] | None:
+        """The shown option of each dropdown on the page (one script call, only when there is one)."""
+        if not any(str(e["tag"]) == "select" for e in dom_elements):
+            return None
+        # The browser thread is idle between steps, so the driver can be used from here.
+        rows = self.browser.instance.driver.execute_script(_SELECT_VALUES_JS)
+        return {int(ref): str(text) for ref, text in rows}
 
     def render(self) -> np.ndarray | None:
         """The last screenshot ``[H, W, 3]`` (``rgb_array``; needs ``image`` in ``obs_keys``)."""
@@ -408,6 +497,7 @@ def make_miniwob_env(task: str = "click-button", **kwargs: Any) -> MiniWoBEnv:
         **kwargs: the other :class:`MiniWoBConfig` fields, and ``render_mode``.
 
     Raises:
-        RuntimeError: when miniwob or the browser is missing (the message says how to install).
+        MiniWoBUnavailableError: when miniwob or the browser is missing (the message says how to
+            install; a ``RuntimeError``).
     """
     return MiniWoBEnv(task=task, **kwargs)

@@ -1,5 +1,7 @@
 """``gui_oracle``: a scripted solver of every synthetic GUI family, acting like a text agent.
 
+It solves the real MiniWoB++ counterparts too (``oracle_miniwob.py``: their utterance templates).
+
 It reads only the ``text`` observation (the instruction and the accessibility tree, with
 ``accessibility_tree=True``, the default) and writes actions in the grammar of ``actions.py``:
 it clicks the centre of the boxes the tree reports. Each action is a function of the current
@@ -254,12 +256,17 @@ def _multi_window(instruction: str, elements: list[Element]) -> str:
 
 
 def solve(text: str) -> str:
-    """The oracle's next action for one ``text`` observation.
+    """The oracle's next action for one ``text`` observation (a synthetic family or a real MiniWoB++ task).
 
     Raises:
         ValueError: when the instruction is of no known family or the tree lacks an element.
     """
+    from omnigym.envs.gui.oracle_miniwob import solve_miniwob  # imports this module: not at the top
+
     instruction, elements = parse_observation(text)
+    real = solve_miniwob(instruction, elements)  # a real MiniWoB++ task's utterance
+    if real is not None:
+        return real
     quoted = [_unescape(q) for q in _QUOTED.findall(instruction)]
     if instruction.startswith("Click the button"):
         return _click(_find(elements, "button", quoted[0]))

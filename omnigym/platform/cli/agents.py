@@ -26,6 +26,8 @@ def _cmd_eval_agent(args: argparse.Namespace) -> int:
     from omnigym.platform.vec_env import EnvArgumentError
 
     policy_kwargs = vlm_policy_kwargs(args.policy_kwargs)
+    if args.suite == "miniwob":
+        _check_browser()
     agents: dict[str, Any] = {}
     if not args.no_reference:
         agents.update(reference_agents(args.suite, args.seed))
@@ -57,6 +59,19 @@ def _cmd_eval_agent(args: argparse.Namespace) -> int:
     if summary:
         print(f"eval-agent: {summary}", file=sys.stderr)
     return 0
+
+
+def _check_browser() -> None:
+    """Stop with one line naming the fix when the MiniWoB++ suite cannot start its browser here.
+
+    Raises:
+        SystemExit: ``miniwob`` or headless Chromium is missing.
+    """
+    from omnigym.envs.gui.miniwob import browser_unavailable_reason
+
+    reason = browser_unavailable_reason()
+    if reason is not None:
+        raise SystemExit(f"eval-agent --suite miniwob: cannot start MiniWoB++: {reason}")
 
 
 def _resolve(spec: str, env_id: str, env_kwargs: dict[str, Any], *, policy_kwargs: dict | None) -> Any:
@@ -107,7 +122,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     agent_eval.add_argument(
         "--suite", required=True,
-        help="gui, games, driving, manipulation, or a comma-separated list of env ids",
+        help="gui, miniwob (real MiniWoB++ tasks in headless Chromium), games, driving, manipulation, "
+        "or a comma-separated list of env ids",
     )  # fmt: skip
     agent_eval.add_argument("--episodes", type=int, default=20, help="episodes per env (default 20)")
     agent_eval.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
