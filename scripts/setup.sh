@@ -33,6 +33,15 @@ if [ ! -f "$stamp" ] || [ "$root/pyproject.toml" -nt "$stamp" ] || [ "$root/scri
     -e "$root[classic,mujoco,driving,robotics,gui,games,vlm,diffusion,offline,ray,bench,dev,pusht,view,deploy]"
   # LeRobot's PushT: without its pygame pin, which the pusht extra's pygame-ce satisfies (pyproject.toml)
   "$venv/bin/python" -m pip install -q --no-compile --no-deps "gym-pusht==0.1.8"
+  # Peer env suites (docs/envs/peer-adapters.md), without the pins that would replace installed
+  # packages: sapien wants opencv-python beside the headless build, gym-aloha wants MuJoCo 3.
+  "$venv/bin/python" -m pip install -q --no-compile --no-deps \
+    "browsergym-miniwob==0.14.3" "browsergym-core==0.14.3" "playwright==1.44.0" "greenlet==3.0.3" \
+    "pyee==11.1.0" beautifulsoup4 soupsieve "lxml<6" \
+    "gym-aloha==0.1.5" "dm_control==1.0.41" dm-env dm-tree labmaze wrapt \
+    "mani_skill==3.0.1" "sapien==3.0.3" transforms3d dacite trimesh "pytorch_kinematics==0.7.6" \
+    arm-pytorch-utilities pytorch-seed defusedxml
+  "$venv/bin/python" -m pip install -q --no-compile ipython  # mani_skill imports IPython.display
   # pip compiles bytecode on one core; compileall uses them all (a third of the install time)
   "$venv/bin/python" -m compileall -q -j 0 "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
   touch "$stamp"

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import gymnasium as gym
 
+from omnigym.envs.ext import ext_envs
+from omnigym.envs.miniwob_ids import register_miniwob_ids
+
 # (id, entry point, kwargs for gym.register). Env families add their lines here.
 _DRIVING = "omnigym.envs.driving.env:DrivingEnv"
 _DRIVING_VECTOR = "omnigym.envs.driving.env:DrivingVectorEnv"
@@ -113,6 +116,8 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     _game("Blackjack", "blackjack:BlackjackEnv", max_episode_steps=20),
     *(_atari(game) for game in ATARI_100K_GAMES),
 ]
+# peer suites (docs/envs/peer-adapters.md): ManiSkill3, BrowserGym MiniWoB, gym-aloha, where installed
+_OMNIGYM_ENVS += ext_envs()
 
 
 ACTION_SPACE_VARIANTS: dict[str, tuple[str, ...]] = {
@@ -140,6 +145,9 @@ def register_envs() -> None:
     for env_id, entry_point, kwargs in _OMNIGYM_ENVS:
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=entry_point, **kwargs)
+    # real MiniWoB++ tasks in headless Chromium (docs/envs/gui.md): omnigym/MiniWoB-<Task>-v0 for the
+    # suite, miniwob/<task>-v1 for every task; kept out of omnigym_env_ids(), as each needs a browser
+    register_miniwob_ids()
 
 
 def omnigym_env_ids() -> list[str]:
