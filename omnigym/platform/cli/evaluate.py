@@ -26,6 +26,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         policy, args.env, episodes=args.episodes, seed=args.seed, deterministic=not args.stochastic,
         env_kwargs=env_kwargs, max_episode_steps=max_episode_steps, video_path=video_path,
         video_episodes=args.video_episodes, record_dir=args.record, agent_name=args.policy,
+        num_envs=args.num_envs,
     )  # fmt: skip
     summary = result.summary()
     if args.json:
@@ -94,6 +95,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
     evaluate.add_argument("--seed", type=int, default=0, help="episode i uses seed + i (default 0)")
     evaluate.add_argument("--stochastic", action="store_true", help="sample actions instead of the mode")
+    evaluate.add_argument(
+        "--num-envs", type=int, default=8, metavar="N",
+        help="most episodes run side by side, each in its own env (default 8; a browser task starts "
+        "a Chromium per env)",
+    )  # fmt: skip
     evaluate.add_argument(
         "--env-kwargs", default=None, help='JSON keyword arguments for the env, e.g. \'{"split": "test"}\''
     )

@@ -691,6 +691,7 @@ def test_cli_eval_with_the_oracle_in_the_browser(capsys) -> None:
     from omnigym.platform.cli import main
 
     argv = ["eval", "--env", "miniwob/click-button-v1", "--policy", "gui_oracle", "--episodes", "3", "--json"]
+    argv += ["--num-envs", "1"]  # one Chromium, reused by the three episodes
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["success_rate"] > 0.8, summary
