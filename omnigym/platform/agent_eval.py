@@ -282,36 +282,42 @@ class SharedAgent:
 
 def evaluate_agents(
     agents: dict[str, AgentFactory], env_ids: list[str], episodes: int, seed: int = 0,
-    video_dir: Path | None = None, game_kwargs: dict[str, Any] | None = None,
+    video_dir: Path | None = None, game_kwargs: dict[str, Any] | None = None, record_dir: Path | None = None,
 ) -> list[AgentResult]:  # fmt: skip
     """Every agent on every env over the same seeded episodes.
 
     An agent that fails on an env (it cannot be built for it, or raises while acting) becomes an
-    error row with the exception's type, message and traceback, and the suite goes on.
+    error row with the exception's type, message and traceback, and the suite goes on. With
+    ``record_dir``, each agent's episodes on each env are an episode recording in
+    ``record_dir/<agent>-<env id>`` (``docs/episodes.md``), so two agents' episodes on the same
+    seeds can be watched side by side.
     """
     results = []
     with TaskProgress(len(env_ids) * len(agents), "eval-agent", unit="run") as bar:
         for env_id in env_ids:
             env_kwargs = suite_env_kwargs(env_id, game_kwargs)
             for name, factory in agents.items():
-                results.append(_evaluate_one(name, factory, env_id, env_kwargs, episodes, seed, video_dir))
+                results.append(
+                    _evaluate_one(name, factory, env_id, env_kwargs, episodes, seed, video_dir, record_dir)
+                )
                 bar.update(postfix=f"(last: {name} on {env_id})")
     return results
 
 
 def _evaluate_one(
     name: str, factory: AgentFactory, env_id: str, env_kwargs: dict[str, Any], episodes: int, seed: int,
-    video_dir: Path | None,
+    video_dir: Path | None, record_dir: Path | None = None,
 ) -> AgentResult:  # fmt: skip
     """One agent on one env: its figures, or an error row."""
-    video = video_dir / f"{name}-{env_id.replace('/', '_')}.mp4" if video_dir else None
+    stem = f"{name}-{env_id}".replace("/", "_")
+    video = video_dir / f"{stem}.mp4" if video_dir else None
     start = time.perf_counter()
     try:
         agent = factory(env_id, env_kwargs)
         counting = CountingAgent(agent) if isinstance(agent, Policy) else None
         result = evaluate_policy(
             counting or agent, env_id, episodes=episodes, seed=seed, env_kwargs=env_kwargs, video_path=video,
-            num_envs=_num_envs(env_id),
+            num_envs=_num_envs(env_id), record_dir=record_dir / stem if record_dir else None, agent_name=name,
         )  # fmt: skip
     except EnvArgumentError as exc:
         if exc.kwarg is not None:  # e.g. a solver's env option a GUI env does not take: this agent's

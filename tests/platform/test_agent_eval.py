@@ -281,3 +281,20 @@ def test_manipulation_suite_scores_the_experts_above_random_with_distance_and_co
     assert pusht_expert.scores["coverage"] > pusht_random.scores["coverage"] + 0.3
     markdown = results_markdown(list(results.values()))
     assert "| COVERAGE | DISTANCE |" in markdown
+
+
+def test_eval_agent_records_each_agent_on_each_env_side_by_side(tmp_path: Path) -> None:
+    from omnigym.platform.episodes import Recording
+
+    env_id = "omnigym/GUI-ClickButton-v0"
+    argv = ["eval-agent", "--suite", env_id, "--episodes", "2", "--out", str(tmp_path / "out")]
+    assert main([*argv, "--record", str(tmp_path / "rec")]) == 0
+    oracle = Recording(tmp_path / "rec" / "oracle-omnigym_GUI-ClickButton-v0")
+    random = Recording(tmp_path / "rec" / "random-omnigym_GUI-ClickButton-v0")
+    assert [e.seed for e in oracle.episodes] == [e.seed for e in random.episodes] == [0, 1]
+    assert oracle.manifest["agent"] == "oracle" and all(
+        e.metrics["is_success"] == 1.0 for e in oracle.episodes
+    )
+    first = oracle.episode(0), random.episode(0)
+    assert first[0].observations["text"][0] == first[1].observations["text"][0]  # the same screen
+    assert main([*argv, "--record", str(tmp_path / "rec")]) == 2  # a used directory is refused

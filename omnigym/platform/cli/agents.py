@@ -39,6 +39,8 @@ def _cmd_eval_agent(args: argparse.Namespace) -> int:
     if not agents:
         raise SystemExit("eval-agent: no agent to evaluate (give --policy, or drop --no-reference)")
     video_dir = Path(args.out) / "videos" if args.video else None
+    if args.record and Path(args.record).exists() and any(Path(args.record).iterdir()):
+        raise SystemExit(f"eval-agent: {args.record} is not empty; pick a new --record directory")
     game_kwargs = json_kwargs(args.game_kwargs)
     with WarningTally() as tally:
         try:
@@ -49,6 +51,7 @@ def _cmd_eval_agent(args: argparse.Namespace) -> int:
                 args.seed,
                 video_dir,
                 game_kwargs=game_kwargs,
+                record_dir=Path(args.record) if args.record else None,
             )
         except EnvArgumentError as exc:  # an unknown env id in the suite
             raise SystemExit(exc.describe(id_flag="--suite", kwargs_flag="--game-kwargs")) from None
@@ -135,6 +138,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="no reference rows (oracle and random; driving: pdm_closed and constant_velocity)",
     )  # fmt: skip
     agent_eval.add_argument("--video", action="store_true", help="record each agent's first episode per env")
+    agent_eval.add_argument(
+        "--record", default=None, metavar="DIR",
+        help="write every episode as episode recordings in DIR/<agent>-<env> (docs/episodes.md)",
+    )  # fmt: skip
     agent_eval.add_argument(
         "--game-kwargs", default=None,
         help='JSON env options for the games, e.g. \'{"instructions": false}\' (state-only text)',
