@@ -47,9 +47,9 @@ from omnigym.envs.ext import chromium_path
 from omnigym.envs.gui.actions import (
     ACTION_CHARSET,
     ACTION_MAX_LENGTH,
-    ActionParseError,
     GUIAction,
-    parse_action,
+    copy_observation,
+    parse_on_screen,
 )
 
 INSTALL_HINT = (
@@ -239,24 +239,16 @@ class BrowserGymMiniWoBEnv(gym.Env[dict[str, Any], str]):
 
     def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         """Parse ``action``, send BrowserGym's equivalent, read back the page and its reward."""
-        error = ""
-        try:
-            parsed: GUIAction | None = parse_action(action)
-        except ActionParseError as exc:
-            parsed, error = None, str(exc)
-        if parsed is not None and not all(
-            0 <= x < SCREEN_WIDTH and 0 <= y < SCREEN_HEIGHT for x, y in parsed.points()
-        ):
-            parsed, error = None, f"point off the {SCREEN_WIDTH}x{SCREEN_HEIGHT} screen"
+        parsed, error = parse_on_screen(action, SCREEN_WIDTH, SCREEN_HEIGHT)
         info: dict[str, Any] = {
             "is_success": False,
             "action_valid": parsed is not None,
             "action_error": error,
         }
         if parsed is None:
-            return self._last, self.invalid_action_penalty, self._done, False, info
+            return copy_observation(self._last), self.invalid_action_penalty, self._done, False, info
         if self._done:
-            return self._last, 0.0, True, False, info
+            return copy_observation(self._last), 0.0, True, False, info
         raw, reward, terminated, _, _ = self._env.step(to_browsergym_action(parsed))
         self._done = bool(terminated)
         info["is_success"] = float(reward) > 0

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from omnigym.core.text_actions import ActionParseError
+from omnigym.core.text_actions import ActionParseError, answer_text
 
 ActionKind = Literal["click", "double_click", "type", "key", "scroll", "drag"]
 ACTION_KINDS: tuple[ActionKind, ...] = ("click", "double_click", "type", "key", "scroll", "drag")
@@ -248,3 +248,24 @@ def parse_action(text: object, max_length: int = ACTION_MAX_LENGTH) -> GUIAction
     if name == "drag":
         return GUIAction(kind="drag", x=numbers[0], y=numbers[1], x2=numbers[2], y2=numbers[3])
     return GUIAction(kind=name, x=numbers[0], y=numbers[1])  # type: ignore[arg-type]
+
+
+def parse_on_screen(text: object, width: int, height: int) -> tuple[GUIAction | None, str]:
+    """``text`` (a reply: its ``<answer>`` part when tagged) parsed, with every point on the screen.
+
+    The shared first step of the envs that take the GUI grammar in a browser (MiniWoB++,
+    BrowserGym): a malformed action or one pointing off the ``width x height`` screen is a defined
+    no-op (None and why), not an error.
+    """
+    try:
+        parsed = parse_action(answer_text(text) if isinstance(text, str) else text)
+    except ActionParseError as exc:
+        return None, str(exc)
+    if not all(0 <= x < width and 0 <= y < height for x, y in parsed.points()):
+        return None, f"point off the {width}x{height} screen"
+    return parsed, ""
+
+
+def copy_observation(obs: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of an observation whose arrays the caller may keep or change (Gymnasium's rule)."""
+    return {key: value.copy() if isinstance(value, np.ndarray) else value for key, value in obs.items()}

@@ -33,9 +33,9 @@ from omnigym.core.types import OBS_IMAGE, OBS_TEXT
 from omnigym.envs.gui.actions import (
     ACTION_CHARSET,
     ACTION_MAX_LENGTH,
-    ActionParseError,
     GUIAction,
-    parse_action,
+    copy_observation,
+    parse_on_screen,
 )
 from omnigym.envs.gui.env import OBS_KEYS
 from omnigym.envs.miniwob_ids import raw_miniwob_spec
@@ -397,24 +397,16 @@ class MiniWoBEnv(gym.Env[dict[str, Any], str]):
 
     def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         """Parse ``action``, send it to the browser and read back the page and its reward."""
-        error = ""
-        try:
-            parsed: GUIAction | None = parse_action(action)
-        except ActionParseError as exc:
-            parsed, error = None, str(exc)
-        if parsed is not None and not all(
-            0 <= x < self.width and 0 <= y < self.height for x, y in parsed.points()
-        ):
-            parsed, error = None, f"point off the {self.width}x{self.height} screen"
+        parsed, error = parse_on_screen(action, self.width, self.height)
         info: dict[str, Any] = {
             "is_success": False,
             "action_valid": parsed is not None,
             "action_error": error,
         }
         if parsed is None:
-            return self._last, self.config.invalid_action_penalty, self._done, False, info
+            return copy_observation(self._last), self.config.invalid_action_penalty, self._done, False, info
         if self._done:
-            return self._last, 0.0, True, False, info
+            return copy_observation(self._last), 0.0, True, False, info
         if not self._acted and time.monotonic() - self._reset_time > STALE_RESET_S:
             record = {"record_screenshots": OBS_IMAGE in self.config.obs_keys}
             self.browser.reset(seed=self._reset_seed, options=record)  # restart the page's clock

@@ -202,3 +202,26 @@ def test_structured_env_invalid_is_penalised_never_raised(bad: object) -> None:
 def test_unknown_action_space_raises() -> None:
     with pytest.raises(ValueError, match="action_space"):
         GUIEnv(action_space="discrete")
+
+
+def test_parse_on_screen_reads_the_answer_and_refuses_off_screen_points() -> None:
+    from omnigym.envs.gui.actions import parse_on_screen
+
+    assert parse_on_screen("<think>the OK button</think><answer>click(9, 4)</answer>", 10, 5) == (
+        GUIAction("click", 9, 4),
+        "",
+    )
+    assert parse_on_screen("drag(1, 1, 10, 1)", 10, 5) == (None, "point off the 10x5 screen")
+    parsed, error = parse_on_screen("jump()", 10, 5)
+    assert parsed is None and error
+
+
+def test_copy_observation_shares_no_array() -> None:
+    import numpy as np
+
+    from omnigym.envs.gui.actions import copy_observation
+
+    obs = {"image": np.zeros((2, 2, 3), np.uint8), "text": "hi"}
+    copy = copy_observation(obs)
+    copy["image"][0, 0, 0] = 9
+    assert obs["image"][0, 0, 0] == 0 and copy["text"] == "hi"
