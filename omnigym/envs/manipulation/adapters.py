@@ -137,12 +137,13 @@ def _image_size(value: int | Sequence[int]) -> tuple[int, int]:
 def split_adapter_kwargs(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str, Any], ObsOptions | None]:
     """Separate the adapter's keyword arguments from those for ``gym.make``.
 
-    ``omnigym/...`` envs take ``obs_keys`` and friends themselves, so their kwargs pass unchanged.
+    omnigym's own envs (``omnigym/...`` ids, and ids such as ``miniwob/<task>-v1`` whose entry point
+    is an omnigym class) take ``obs_keys`` and friends themselves, so their kwargs pass unchanged.
 
     Returns:
         The ``gym.make`` kwargs and the adapter options (None when none were given).
     """
-    if env_id.startswith("omnigym/") or not any(key in kwargs for key in ADAPTER_KWARGS):
+    if _omnigym_class(env_id) or not any(key in kwargs for key in ADAPTER_KWARGS):
         return kwargs, None
     make_kwargs = {k: v for k, v in kwargs.items() if k not in ADAPTER_KWARGS}
     obs_keys = tuple(kwargs.get("obs_keys") or (OBS_STATE,))
@@ -155,6 +156,17 @@ def split_adapter_kwargs(env_id: str, kwargs: dict[str, Any]) -> tuple[dict[str,
         instruction=kwargs.get("instruction"),
     )
     return make_kwargs, options
+
+
+def _omnigym_class(env_id: str) -> bool:
+    """Whether ``env_id`` is made by one of omnigym's own env classes."""
+    if env_id.startswith("omnigym/"):
+        return True
+    try:
+        entry_point = gym.spec(env_id).entry_point
+    except gym.error.Error:
+        return False
+    return isinstance(entry_point, str) and entry_point.startswith("omnigym.")
 
 
 def default_instruction(env_id: str, make_kwargs: dict[str, Any]) -> str | None:

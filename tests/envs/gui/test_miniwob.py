@@ -682,6 +682,11 @@ def test_registered_ids_make_the_wrapped_env() -> None:
         env.close()
     # importing miniwob (which registers its raw envs under the same ids) left omnigym's in place
     assert gym.registry["miniwob/click-button-v1"].entry_point == "omnigym.envs.gui.miniwob:MiniWoBEnv"
+    text_only = make_env("miniwob/click-button-v1", obs_keys=["text"])  # omnigym's own options reach it
+    try:
+        assert list(text_only.observation_space.spaces) == ["text"]
+    finally:
+        text_only.close()
 
 
 @needs_browser
