@@ -38,6 +38,9 @@ from gymnasium import spaces
 
 from omnigym.core.types import OBS_IMAGE, OBS_STATE
 
+# Imported first: it picks the headless OpenGL backend (MUJOCO_GL), which MuJoCo reads once, at import.
+from omnigym.envs.manipulation.rendering import FrameRenderer, select_gl_backend
+
 INSTALL_HINT = (
     "pip install --no-deps gym-aloha==0.1.5 dm_control==1.0.41 dm-env dm-tree labmaze wrapt (omnigym keeps "
     "MuJoCo 4; see docs/envs/peer-adapters.md)"
@@ -94,8 +97,6 @@ class AlohaEnv(gym.Env[dict[str, Any], np.ndarray]):
             raise ValueError(f"obs_keys must be a non-empty subset of ('state', 'image'), got {obs_keys}")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        from omnigym.envs.manipulation.rendering import select_gl_backend
-
         select_gl_backend()  # dm_control reads MUJOCO_GL at import
         try:
             patch_dm_control_sizes()
@@ -125,6 +126,7 @@ class AlohaEnv(gym.Env[dict[str, Any], np.ndarray]):
             keys[OBS_STATE] = spaces.Box(-np.inf, np.inf, (state_dim,), np.float32)
         self.observation_space = spaces.Dict(keys)
         self._last: dict[str, Any] = {}
+        self._renderer: Any = None
 
     def _task_observation(self, physics: Any) -> dict[str, Any]:
         """The dm_control task's observation: state always, the ``top`` camera only when asked."""
@@ -139,9 +141,12 @@ class AlohaEnv(gym.Env[dict[str, Any], np.ndarray]):
         return obs
 
     def _render_top(self) -> np.ndarray:
-        height, width = self.image_size
-        frame = self._env.physics.render(height=height, width=width, camera_id="top")
-        return np.ascontiguousarray(frame, dtype=np.uint8)
+        # omnigym's MuJoCo renderer on dm_control's raw model and data: once dm_control has made
+        # its own (EGL) context, MuJoCo's renderer cannot make one in the process (gladLoadGL error)
+        physics = self._env.physics
+        if self._renderer is None:
+            self._renderer = FrameRenderer(physics.model.ptr, self.image_size, "top")
+        return self._renderer.render(physics.data.ptr)
 
     def _observation(self, raw: dict[str, Any]) -> dict[str, Any]:
         return {key: raw[key] for key in self.obs_keys}
@@ -189,6 +194,10 @@ class AlohaEnv(gym.Env[dict[str, Any], np.ndarray]):
 
     def close(self) -> None:
         """Free dm_control's physics and its rendering context."""
+        renderer = getattr(self, "_renderer", None)
+        if renderer is not None:
+            renderer.close()
+            self._renderer = None
         env = getattr(self, "_env", None)
         if env is not None:
             env.physics.free()

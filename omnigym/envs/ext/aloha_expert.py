@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import mujoco
 import numpy as np
 import torch
 from gymnasium import spaces
@@ -32,6 +31,11 @@ from gymnasium import spaces
 from omnigym.core.policy import PolicyConfig
 from omnigym.core.types import Obs, PolicyStep
 from omnigym.envs.manipulation.experts import ExpertConfig, ScriptedExpert
+from omnigym.envs.manipulation.rendering import select_gl_backend
+
+select_gl_backend()  # MuJoCo reads MUJOCO_GL once, at import: a later renderer in this process needs it set
+
+import mujoco  # noqa: E402
 
 TCP_OFFSET = np.array([0.134706, 0.0, -0.00205])
 """ACT's end-effector point in the ``gripper_link`` frame (the EE model's weld offset, m)."""
