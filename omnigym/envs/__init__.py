@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-from omnigym.envs.ext import ext_envs
+from omnigym.envs.ext_ids import ext_envs
 from omnigym.envs.miniwob_ids import register_miniwob_ids
 
 # (id, entry point, kwargs for gym.register). Env families add their lines here.

@@ -25,7 +25,7 @@ import pytest
 from omnigym.core.config import list_options, load_yaml
 from omnigym.core.registry import ALGORITHMS, POLICIES
 from omnigym.envs import ACTION_SPACE_VARIANTS, omnigym_env_ids
-from omnigym.envs.ext import SLOW_EXT_ENV_IDS
+from omnigym.envs.ext_ids import SLOW_EXT_ENV_IDS
 from omnigym.platform.experiment import config_dir
 
 
@@ -52,7 +52,7 @@ SLOW_ENV_IDS = (
 )
 """Envs whose every step runs a learned controller for several task steps (about 0.3 s a step on a
 2-core CPU, a few minutes for the checks' thousand-odd steps): their checks run in the slow tier. The
-peer suites' slow ids (a browser per reset, rendered frames) are listed in ``omnigym.envs.ext``."""
+peer suites' slow ids (a browser per reset, rendered frames) are listed in ``omnigym.envs.ext_ids``."""
 
 
 def env_class_ids() -> list[str]:

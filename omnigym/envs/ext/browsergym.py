@@ -43,7 +43,7 @@ import numpy as np
 from gymnasium import spaces
 
 from omnigym.core.types import OBS_IMAGE, OBS_TEXT
-from omnigym.envs.ext import chromium_path
+from omnigym.envs.ext_ids import chromium_path
 from omnigym.envs.gui.actions import (
     ACTION_CHARSET,
     ACTION_MAX_LENGTH,

@@ -9,12 +9,12 @@ pytest.importorskip(
     "browsergym.miniwob", reason="browsergym-miniwob not installed (docs/envs/peer-adapters.md)"
 )
 
-from omnigym.envs.ext import chromium_path
 from omnigym.envs.ext.browsergym import (
     BrowserGymMiniWoBEnv,
     click_named_button,
     to_browsergym_action,
 )
+from omnigym.envs.ext_ids import chromium_path
 from omnigym.envs.gui.actions import parse_action
 
 pytestmark = pytest.mark.skipif(

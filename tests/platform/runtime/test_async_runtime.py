@@ -268,7 +268,11 @@ def test_experiment_config_switches_to_async_and_leaks_no_threads(tmp_path: Path
         "sync/publish_s",
     ):
         assert key in lines[-1], key
-    assert 0 < lines[-1]["runtime/env_util"] <= 1 and 0 < lines[-1]["runtime/learner_util"] <= 1
+    # env time is reported with the chunk it produced, so a line whose window saw no chunk come
+    # back reads 0 (seen on a loaded machine): every line is a fraction, and the run's is positive
+    assert all(0 <= line["runtime/env_util"] <= 1 for line in lines)
+    assert sum(line["runtime/env_util"] for line in lines) > 0
+    assert 0 < lines[-1]["runtime/learner_util"] <= 1
     assert worker_threads() == []
 
 
