@@ -168,6 +168,8 @@ class BrowserGymMiniWoBEnv(gym.Env[dict[str, Any], str]):
         render_mode: None or ``"rgb_array"`` (the last screenshot; needs ``image``).
         invalid_action_penalty: reward of an action that does not parse or points off the screen.
         pre_observation_delay: seconds BrowserGym waits before reading the page after an action.
+        accessibility_tree: whether ``text`` lists the page's elements after the instruction (the
+            synthetic GUI envs' option; ``gui_oracle`` asks for it).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 4}  # noqa: RUF012  (gymnasium's attribute)
@@ -179,6 +181,7 @@ class BrowserGymMiniWoBEnv(gym.Env[dict[str, Any], str]):
         render_mode: str | None = None,
         invalid_action_penalty: float = -0.1,
         pre_observation_delay: float = 0.5,
+        accessibility_tree: bool = True,
     ) -> None:
         obs_keys = tuple(obs_keys)
         if not obs_keys or set(obs_keys) - set(OBS_KEYS):
@@ -195,6 +198,7 @@ class BrowserGymMiniWoBEnv(gym.Env[dict[str, Any], str]):
         use_system_chromium()
         _default_miniwob_url()
         self.task, self.obs_keys, self.render_mode = task, obs_keys, render_mode
+        self.with_tree = accessibility_tree
         self.invalid_action_penalty = invalid_action_penalty
         actions = HighLevelActionSet(subsets=["coord"], strict=False, multiaction=False)
         self._env: Any = gym.make(
@@ -220,8 +224,10 @@ class BrowserGymMiniWoBEnv(gym.Env[dict[str, Any], str]):
             image[: shot.shape[0], : shot.shape[1]] = shot  # the page's size is fixed; never ragged
             obs[OBS_IMAGE] = image
         if OBS_TEXT in self.obs_keys:
-            tree = accessibility_tree(raw["axtree_object"], raw["extra_element_properties"])
-            text = f"instruction: {raw['goal']}\nelements:\n{tree}"
+            text = f"instruction: {raw['goal']}"
+            if self.with_tree:  # else the instruction alone, as the synthetic envs' option gives
+                tree = accessibility_tree(raw["axtree_object"], raw["extra_element_properties"])
+                text += f"\nelements:\n{tree}"
             obs[OBS_TEXT] = "".join(c for c in text if c in string.printable)[:TEXT_MAX_LENGTH]
         return obs
 
@@ -267,19 +273,3 @@ class BrowserGymMiniWoBEnv(gym.Env[dict[str, Any], str]):
             env.close()
             self._env = None
         super().close()
-
-
-def click_named_button(text: str) -> str:
-    """A scripted MiniWoB ``click-button`` policy: click the button the goal quotes.
-
-    Reads ``Click on the "<label>" button.`` and clicks the centre of the button of that label in
-    the tree; ``click(0, 0)`` when none matches.
-    """
-    from omnigym.envs.gui.oracle import parse_observation
-
-    instruction, elements = parse_observation(text)
-    quoted = instruction.split('"')[1] if instruction.count('"') >= 2 else ""
-    for element in elements:
-        if element.role == "button" and element.label.strip() == quoted.strip():
-            return f"click({element.center[0]}, {element.center[1]})"
-    return "click(0, 0)"

@@ -11,11 +11,11 @@ pytest.importorskip(
 
 from omnigym.envs.ext.browsergym import (
     BrowserGymMiniWoBEnv,
-    click_named_button,
     to_browsergym_action,
 )
 from omnigym.envs.ext_ids import chromium_path
 from omnigym.envs.gui.actions import parse_action
+from omnigym.envs.gui.oracle import solve
 
 pytestmark = pytest.mark.skipif(
     chromium_path() is None, reason="no Chromium on PATH (apt-get install chromium)"
@@ -42,9 +42,9 @@ def env() -> BrowserGymMiniWoBEnv:
     env.close()
 
 
-def test_invalid_actions_then_scripted_click_solve_click_button(env: BrowserGymMiniWoBEnv) -> None:
+def test_invalid_actions_then_the_oracle_solve_click_button(env: BrowserGymMiniWoBEnv) -> None:
     """One episode (BrowserGym relaunches Chromium on every reset, about 4 s): malformed and
-    off-screen actions change nothing, then the scripted click succeeds. The slow test measures 10."""
+    off-screen actions change nothing, then ``gui_oracle``'s click succeeds. The slow test measures 10."""
     obs, _ = env.reset(seed=0)
     assert obs["image"].shape == (321, 498, 3) and obs["image"].dtype == np.uint8
     assert obs["image"].std() > 5 and obs in env.observation_space
@@ -53,15 +53,15 @@ def test_invalid_actions_then_scripted_click_solve_click_button(env: BrowserGymM
         again, reward, terminated, _, info = env.step(bad)
         assert not info["action_valid"] and info["action_error"] and reward == -0.1 and not terminated
         assert again["text"] == obs["text"]
-    obs, reward, terminated, _truncated, info = env.step(click_named_button(obs["text"]))
+    obs, reward, terminated, _truncated, info = env.step(solve(obs["text"]))
     assert info["action_valid"] and info["is_success"] and terminated and reward == 1.0
 
 
 @pytest.mark.slow
-def test_scripted_click_success_rate_over_ten_seeds(env: BrowserGymMiniWoBEnv) -> None:
+def test_oracle_success_rate_over_ten_seeds(env: BrowserGymMiniWoBEnv) -> None:
     successes = []
     for seed in range(10):
         obs, _ = env.reset(seed=100 + seed)
-        info = env.step(click_named_button(obs["text"]))[-1]
+        info = env.step(solve(obs["text"]))[-1]
         successes.append(info["is_success"])
     assert np.mean(successes) == 1.0, successes
