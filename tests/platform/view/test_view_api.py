@@ -198,3 +198,32 @@ def test_cli_rejects_what_is_not_a_recording(vh, tmp_path, run_dirs, capsys):
     assert f"is a training run, not an episode recording; plot it with --run {run_dirs[0]}" in lines[1]
     assert "not a run directory (no metrics.jsonl in it)" in lines[2]
     assert "give a recording DIR, --minari ID, --run RUN_DIR or --live" in lines[3]
+
+
+def test_cli_serves_a_minari_dataset_converted_into_a_temporary_recording(vh, tmp_path, monkeypatch, capsys):
+    import uvicorn
+
+    from omnigym.platform.cli import main
+    from omnigym.platform.episodes.minari_convert import recording_to_minari
+    from omnigym.platform.evaluate import evaluate_policy
+    from omnigym.platform.view import app as view_app
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    evaluate_policy(
+        lambda obs: ["click(1, 1)"] * len(obs["text"]), vh.GUI_ENV, episodes=2, record_dir=tmp_path / "rec"
+    )
+    recording_to_minari(tmp_path / "rec", "omnigym/viewtest-v0")
+    served = {}
+
+    def capture(recordings, runs=(), **kwargs):
+        served["recordings"] = [(r.name, r.recording.directory, len(r.recording)) for r in recordings]
+        return create(recordings, runs, **kwargs)
+
+    create = view_app.create_app
+    monkeypatch.setattr(view_app, "create_app", capture)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self: None)  # served and stopped at once
+    assert main(["view", "--minari", "omnigym/viewtest-v0", "--port", "0"]) == 0
+    [(name, directory, episodes)] = served["recordings"]
+    assert name == "minari:omnigym/viewtest-v0" and episodes == 2
+    assert not directory.exists()  # the temporary copy is gone when the viewer stops
+    assert "omnigym view: stopped" in capsys.readouterr().out
