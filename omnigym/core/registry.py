@@ -118,6 +118,7 @@ POLICIES.register("pushcube_expert", "omnigym.envs.manipulation.experts:PushCube
 POLICIES.register("pickplace_expert", "omnigym.envs.manipulation.experts:PickPlaceExpert")
 POLICIES.register("pushcube_two_stage_expert", "omnigym.envs.manipulation.experts:PushCubeTwoStageExpert")
 POLICIES.register("aloha_transfer_expert", "omnigym.envs.ext.aloha_expert:AlohaTransferCubeExpert")
+POLICIES.register("aloha_insertion_expert", "omnigym.envs.ext.aloha_expert:AlohaInsertionExpert")
 POLICIES.register("gui_oracle", "omnigym.envs.gui.oracle:GUIOracle")
 POLICIES.register("game_solver", "omnigym.envs.games.experts:GameSolver")
 POLICIES.register("diffusion", "omnigym.policies.diffusion.policy:DiffusionPolicy")

@@ -87,6 +87,7 @@ POLICY_ENVS: dict[str, tuple[str, ...]] = {
     "pickplace_expert": ("omnigym/PickPlace-v0",),
     "pushcube_two_stage_expert": ("omnigym/PushCubeTwoStage-v0",),
     "aloha_transfer_expert": ("omnigym/ext-aloha-TransferCube-v0",),  # needs gym-aloha's cube pose
+    "aloha_insertion_expert": ("omnigym/ext-aloha-Insertion-v0",),  # needs the peg and socket poses
     **{name: DRIVING_ENVS for name in ("constant_velocity", "pdm_closed", "log_replay")},
     "pdm_closed_meta": ("omnigym/DrivingPlan-v0",),  # writes meta actions: plan mode, text actions
 }
