@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: set up (first run only), lint (ruff), type-check (mypy), then pytest. The default
 # run is CPU-only, complete and CI-sized; `scripts/test.sh -m slow` runs the slow checks instead
-# (benchmark smoke runs). Exits non-zero on any failure.
+# (benchmark smoke runs). The default run also checks the LeRobot format in .venv-lerobot
+# (scripts/setup-lerobot.sh). Exits non-zero on any failure.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$root/scripts/setup.sh"
@@ -22,4 +23,12 @@ wait "$warmup"
 workers="${OMNIGYM_TEST_WORKERS:-$(nproc)}"
 if [ "$workers" -gt 4 ]; then workers=4; fi
 "$bin/python" -m pytest -q -n "$workers" --dist worksteal --durations=15 "$@"
+if [ "$#" -eq 0 ]; then
+  # LeRobot's dataset classes load only beside a torchvision matching torch: their round trip runs
+  # again in the second virtualenv that setup-lerobot.sh makes (tests/platform/test_lerobot.py).
+  bash "$root/scripts/setup-lerobot.sh"
+  lerobot_python="${OMNIGYM_LEROBOT_VENV:-$root/.venv-lerobot}/bin/python"
+  "$lerobot_python" -c "from lerobot.datasets.lerobot_dataset import LeRobotDataset"  # else the test would skip
+  "$lerobot_python" -m pytest -q -p no:cacheprovider tests/platform/test_lerobot.py
+fi
 bash "$root/scripts/wheel_smoke.sh"  # the built wheel, installed away from the checkout, lists/trains/evals

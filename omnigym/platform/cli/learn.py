@@ -7,10 +7,15 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from omnigym.platform.cli.errors import UsageError
 from omnigym.platform.loggers import format_eta
+
+if TYPE_CHECKING:
+    from omnigym.platform.datasets import DatasetSummary
 
 
 def _cmd_datasets_make(args: argparse.Namespace) -> int:
@@ -116,19 +121,24 @@ def _cmd_bc(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _as_minari_dataset(dataset: str) -> Iterator[str]:
-    """A Minari dataset id as it is; an episode recording directory as a temporary Minari dataset."""
+    """A Minari dataset id as it is; a recording or a LeRobot dataset as a temporary Minari dataset."""
     from omnigym.platform.episodes.format import MANIFEST
-
-    if not (Path(dataset) / MANIFEST).is_file():
-        yield dataset
-        return
+    from omnigym.platform.episodes.lerobot_convert import is_lerobot_dataset, lerobot_to_minari
     from omnigym.platform.episodes.minari_convert import recording_to_minari
 
+    convert: Callable[[str, str], DatasetSummary]
+    if (Path(dataset) / MANIFEST).is_file():
+        convert = recording_to_minari
+    elif is_lerobot_dataset(dataset):
+        convert = lerobot_to_minari
+    else:
+        yield dataset
+        return
     previous = os.environ.get("MINARI_DATASETS_PATH")
     with tempfile.TemporaryDirectory(prefix="omnigym-bc-") as tmp:
         os.environ["MINARI_DATASETS_PATH"] = tmp  # the user's datasets stay untouched
         try:
-            yield recording_to_minari(dataset, "omnigym/recording-v0").dataset_id
+            yield convert(dataset, "omnigym/converted-v0").dataset_id
         finally:
             if previous is None:
                 os.environ.pop("MINARI_DATASETS_PATH", None)
@@ -137,6 +147,12 @@ def _as_minari_dataset(dataset: str) -> Iterator[str]:
 
 
 def _cmd_datasets_export(args: argparse.Namespace) -> int:
+    if args.format == "lerobot":
+        from omnigym.platform.episodes.lerobot_convert import minari_to_lerobot
+
+        out = minari_to_lerobot(args.dataset_id, args.out, fps=args.fps, task=args.task)
+        print(f"wrote {args.dataset_id} as a LeRobot dataset in {out} (LeRobotDataset(repo_id, root={out}))")
+        return 0
     from omnigym.platform.episodes.minari_convert import minari_to_recording
 
     out = minari_to_recording(args.dataset_id, args.out)
@@ -145,9 +161,16 @@ def _cmd_datasets_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_datasets_import(args: argparse.Namespace) -> int:
+    from omnigym.platform.episodes.lerobot_convert import is_lerobot_dataset, lerobot_to_minari
     from omnigym.platform.episodes.minari_convert import recording_to_minari
 
-    summary = recording_to_minari(args.recording, args.dataset_id)
+    source_format = args.format or ("lerobot" if is_lerobot_dataset(args.source) else "recording")
+    if source_format == "lerobot":
+        summary = lerobot_to_minari(args.source, args.dataset_id, env_id=args.env)
+    else:
+        if args.env:
+            raise UsageError("--env is for LeRobot datasets; a recording names its env itself")
+        summary = recording_to_minari(args.source, args.dataset_id)
     print(
         f"wrote Minari dataset {summary.dataset_id}: {summary.episodes} episodes, {summary.steps} steps, "
         f"mean return {summary.mean_return:.3f} ({summary.path})"
@@ -173,16 +196,41 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     make.set_defaults(func=_cmd_datasets_make)
     export = datasets_sub.add_parser(
-        "export", help="write a Minari dataset in another format (recording: omnigym's episode format)"
+        "export",
+        help="write a Minari dataset in another format (recording: omnigym's episode format; lerobot)",
     )
     export.add_argument("dataset_id", help="Minari dataset id, e.g. omnigym/pusht-expert-v0")
-    export.add_argument("--format", choices=["recording"], default="recording", help="the target format")
+    export.add_argument(
+        "--format", choices=["recording", "lerobot"], default="recording",
+        help="the target format (default recording; lerobot: LeRobot's v3.0 dataset, docs/episodes.md)",
+    )  # fmt: skip
     export.add_argument("--out", required=True, metavar="DIR", help="a new directory to write into")
+    export.add_argument(
+        "--fps",
+        type=int,
+        default=None,
+        help="lerobot: frames per second (default: the env's render_fps, else 10)",
+    )
+    export.add_argument(
+        "--task",
+        default=None,
+        help="lerobot: every frame's instruction (default: the env's text, else its id)",
+    )
     export.set_defaults(func=_cmd_datasets_export)
     import_ = datasets_sub.add_parser("import", help="make a Minari dataset from another format")
-    import_.add_argument("recording", metavar="DIR", help="an episode recording (omnigym eval --record DIR)")
-    import_.add_argument("--format", choices=["recording"], default="recording", help="the source format")
+    import_.add_argument(
+        "source",
+        metavar="DIR",
+        help="an episode recording (omnigym eval --record DIR) or a LeRobot dataset's root",
+    )
+    import_.add_argument(
+        "--format", choices=["recording", "lerobot"], default=None,
+        help="the source format (default: lerobot where DIR holds meta/info.json, else recording)",
+    )  # fmt: skip
     import_.add_argument("--dataset-id", required=True, help="the new Minari dataset's id")
+    import_.add_argument(
+        "--env", default=None, help="lerobot: the env id the data fits, for a dataset made outside omnigym"
+    )
     import_.set_defaults(func=_cmd_datasets_import)
 
     vlm = sub.add_parser("vlm", help="vision-language-model utilities")
@@ -223,7 +271,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     bc.add_argument(
         "--dataset", required=True,
-        help="Minari dataset id (omnigym collect ...) or an episode recording directory (eval --record DIR)",
+        help="Minari dataset id (omnigym collect ...), an episode recording (eval --record DIR) "
+        "or a LeRobot dataset's root",
     )  # fmt: skip
     bc.add_argument(
         "--policy", required=True,
