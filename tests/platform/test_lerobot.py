@@ -170,3 +170,39 @@ def test_round_trip_through_lerobots_classes(tmp_path, minari_root, capsys):
     argv = ["datasets", "import", str(out), "--dataset-id", "omnigym/y-v0", "--env", "Pendulum-v1"]
     assert main(argv) == 2
     assert "observation.state is (23,), Pendulum-v1's 'state' is (3,)" in capsys.readouterr().err
+
+
+@needs_lerobot
+def test_video_that_cannot_be_decoded_here_is_one_line(tmp_path, minari_root, capsys):
+    """LeRobot's own datasets often store video; where lerobot cannot decode it, import says so."""
+    features = {
+        "observation.image": {
+            "dtype": "video",
+            "shape": (96, 96, 3),
+            "names": ["height", "width", "channels"],
+        },
+        "observation.state": {"dtype": "float32", "shape": (23,), "names": None},
+        "action": {"dtype": "float32", "shape": (4,), "names": None},
+        "next.reward": {"dtype": "float32", "shape": (1,), "names": None},
+        "next.done": {"dtype": "bool", "shape": (1,), "names": None},
+    }
+    root = tmp_path / "video"
+    dataset = lerobot_dataset_class().create("someone/pushcube", fps=25, features=features, root=root)
+    rng = np.random.default_rng(0)
+    for t in range(3):
+        frame = {
+            "observation.image": rng.integers(0, 256, (96, 96, 3), dtype=np.uint8),
+            "observation.state": rng.normal(size=23).astype(np.float32),
+            "action": rng.uniform(-1, 1, 4).astype(np.float32),
+            "next.reward": np.array([0.0], np.float32),
+            "next.done": np.array([t == 2]),
+            "task": "push the cube to the target",
+        }
+        dataset.add_frame(frame)
+    dataset.save_episode()
+    dataset.finalize()
+    capsys.readouterr()
+    argv = ["datasets", "import", str(root), "--dataset-id", "omnigym/video-v0", "--env", ENV]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "as video, which lerobot cannot decode here" in err and len(err.splitlines()) == 1

@@ -22,6 +22,7 @@ given the env id whose spaces it fits.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Callable, Iterator
@@ -141,13 +142,14 @@ def minari_to_lerobot(
     episodes = zip(metadata, dataset.iterate_episodes(), strict=True)
     seeds, kept_metadata = [], []
     try:
-        for meta, episode in progress(episodes, len(metadata), "export to LeRobot", unit="episode"):
-            for frame in _frames(episode, parts, names, task or env_id, has_success):
-                lerobot.add_frame(frame)
-            lerobot.save_episode()
-            seeds.append(None if meta.get("seed") is None else int(meta["seed"]))
-            kept_metadata.append({k: _plain(v) for k, v in meta.items() if k not in ("id", "seed")})
-        lerobot.finalize()
+        with _quiet_datasets():
+            for meta, episode in progress(episodes, len(metadata), "export to LeRobot", unit="episode"):
+                for frame in _frames(episode, parts, names, task or env_id, has_success):
+                    lerobot.add_frame(frame)
+                lerobot.save_episode()
+                seeds.append(None if meta.get("seed") is None else int(meta["seed"]))
+                kept_metadata.append({k: _plain(v) for k, v in meta.items() if k not in ("id", "seed")})
+            lerobot.finalize()
     except BaseException:  # Ctrl-C included: no half-written dataset is left behind
         shutil.rmtree(directory, ignore_errors=True)
         raise
@@ -212,6 +214,7 @@ def lerobot_to_minari(
                 f"{directory}'s {name} is {tuple(feature['shape'])}, {env_id}'s {key!r} is "
                 f"{parts[key].shape}: pick the env (or its options) the data was recorded with"
             )
+    _check_video_decodes(lerobot, directory)
     seeds = sidecar.get("seeds") or []
     episodes = []
     for index, rows in enumerate(_episode_rows(lerobot)):
@@ -284,6 +287,34 @@ def _frames(
         if successes is not None:
             frame["next.success"] = np.array([bool(successes[t + 1])])
         yield frame
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """Without Hugging Face datasets' bar for every saved episode (the export shows its own progress)."""
+    import datasets
+
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+
+
+def _check_video_decodes(lerobot: LeRobotDataset, directory: Path) -> None:
+    """One line, not a traceback, where the dataset stores video that lerobot cannot decode here."""
+    if not lerobot.meta.video_keys or not len(lerobot):
+        return
+    try:
+        lerobot[0]
+    except (AttributeError, ImportError, RuntimeError, OSError) as exc:
+        raise LeRobotFormatError(
+            f"{directory} stores {lerobot.meta.video_keys} as video, which lerobot cannot decode here "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:100]}); it decodes with torchcodec "
+            "or torchvision's VideoReader, which this torchvision lacks: install a torchcodec matching torch"
+        ) from exc
 
 
 def _episode_rows(lerobot: LeRobotDataset) -> Iterator[list[dict[str, Any]]]:
