@@ -214,7 +214,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     export.add_argument(
         "--task",
         default=None,
-        help="lerobot: every frame's instruction (default: the env's text, else its id)",
+        help="lerobot: the instruction, for envs without a text observation (default: the env id)",
     )
     export.set_defaults(func=_cmd_datasets_export)
     import_ = datasets_sub.add_parser("import", help="make a Minari dataset from another format")

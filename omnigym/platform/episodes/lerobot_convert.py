@@ -96,8 +96,8 @@ def minari_to_lerobot(
 ) -> Path:
     """Write Minari dataset ``dataset_id`` as a LeRobot dataset rooted at ``directory`` (a new one).
 
-    ``fps`` defaults to the env's ``render_fps`` (else 10); ``task`` (the instruction of every
-    frame) to the observation's text where the env has one, else the env id.
+    ``fps`` defaults to the env's ``render_fps`` (else 10). A frame's instruction is the
+    observation's text where the env has one, else ``task`` (default: the env id).
 
     Raises:
         FileNotFoundError: no such Minari dataset.
