@@ -11,7 +11,8 @@ from gymnasium import spaces
 from omnigym.core.types import OBS_IMAGE, OBS_STATE
 
 
-def _is_image_space(space: spaces.Space) -> bool:
+def is_image_space(space: spaces.Space) -> bool:
+    """A uint8 ``[H, W, C]`` Box with 1, 3 or 4 channels: an image observation."""
     return (
         isinstance(space, spaces.Box)
         and space.dtype == np.uint8
@@ -27,7 +28,7 @@ def dict_space_for(space: spaces.Space) -> spaces.Dict:
     """
     if not isinstance(space, spaces.Box):
         raise TypeError(f"only Box observation spaces are wrapped into a Dict, got {type(space).__name__}")
-    if _is_image_space(space):
+    if is_image_space(space):
         return spaces.Dict({OBS_IMAGE: space})
     low = np.asarray(space.low, dtype=np.float32).reshape(-1)
     high = np.asarray(space.high, dtype=np.float32).reshape(-1)

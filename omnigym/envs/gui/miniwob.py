@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium import spaces
 
 from omnigym.core.types import OBS_IMAGE, OBS_TEXT
+from omnigym.envs.ext_ids import chromium_path
 from omnigym.envs.gui.actions import (
     ACTION_CHARSET,
     ACTION_MAX_LENGTH,
@@ -149,7 +150,7 @@ def _default_browser_env() -> None:
     """Point miniwob at the Chromium and ChromeDriver on ``PATH`` when neither variable is set."""
     if os.environ.get("MINIWOB_CHROME_BINARY") or os.environ.get("MINIWOB_CHROMEDRIVER"):
         return
-    binary = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    binary = chromium_path()
     driver = shutil.which("chromedriver")
     if binary and driver:
         os.environ["MINIWOB_CHROME_BINARY"] = binary

@@ -201,7 +201,7 @@ class RecordingWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.manifest: dict[str, Any] = {
             "format": FORMAT_NAME, "version": FORMAT_VERSION, "env_id": env_id,
-            "env_kwargs": _jsonable(dict(env_kwargs or {})), "agent": agent, "source": source,
+            "env_kwargs": json_value(dict(env_kwargs or {})), "agent": agent, "source": source,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "columns": {}, "episodes": [],
         }  # fmt: skip
         self.columns: dict[str, ColumnSpec] = {}
@@ -423,17 +423,24 @@ def _info_value(value: Any) -> bool | float | str | None:
     return None
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` with anything JSON cannot hold turned into its ``repr``."""
-    try:
-        json.dumps(value)
+def json_value(value: Any) -> Any:
+    """``value`` as JSON holds it (NumPy values as numbers and lists, NaN as null, the rest as repr).
+
+    Manifests, the viewer's responses and LeRobot's side file all go through it.
+    """
+    if isinstance(value, Mapping):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_value(value.tolist())
+    if isinstance(value, np.generic):
+        return json_value(value.item())
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, int)):
         return value
-    except TypeError:
-        if isinstance(value, Mapping):
-            return {str(k): _jsonable(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [_jsonable(v) for v in value]
-        return repr(value)
+    return repr(value)
 
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:

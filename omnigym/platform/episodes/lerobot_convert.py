@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
+from omnigym.envs.wrappers import is_image_space
 from omnigym.platform.datasets import DatasetSummary, write_episodes_dataset
-from omnigym.platform.episodes.format import PLAIN_OBS_KEY
+from omnigym.platform.episodes.format import PLAIN_OBS_KEY, json_value
 from omnigym.platform.loggers import progress
 from omnigym.platform.vec_env import make_env
 
@@ -70,8 +71,8 @@ def lerobot_dataset_class() -> type[LeRobotDataset]:
 
 def observation_features(space: spaces.Space) -> dict[str, str]:
     """Each observation key's LeRobot feature name (``task`` for the text key)."""
-    parts = dict(space.spaces) if isinstance(space, spaces.Dict) else {PLAIN_OBS_KEY: space}
-    images = [key for key, sub in parts.items() if _is_image(sub)]
+    parts = _parts(space)
+    images = [key for key, sub in parts.items() if is_image_space(sub)]
     texts = [key for key, sub in parts.items() if isinstance(sub, spaces.Text)]
     if len(texts) > 1:
         raise LeRobotFormatError(f"LeRobot frames hold one instruction (task); this env has texts {texts}")
@@ -148,19 +149,19 @@ def minari_to_lerobot(
                     lerobot.add_frame(frame)
                 lerobot.save_episode()
                 seeds.append(None if meta.get("seed") is None else int(meta["seed"]))
-                kept_metadata.append({k: _plain(v) for k, v in meta.items() if k not in ("id", "seed")})
+                kept_metadata.append({k: json_value(v) for k, v in meta.items() if k not in ("id", "seed")})
             lerobot.finalize()
     except BaseException:  # Ctrl-C included: no half-written dataset is left behind
         shutil.rmtree(directory, ignore_errors=True)
         raise
     sidecar = {
         "env_id": env_id,
-        "env_kwargs": env_kwargs,
+        "env_kwargs": json_value(env_kwargs),
         "source": f"minari:{dataset_id}",
         "seeds": seeds,
         "episode_metadata": kept_metadata,
     }
-    (directory / SIDECAR).write_text(json.dumps(sidecar, indent=1, default=str) + "\n")
+    (directory / SIDECAR).write_text(json.dumps(sidecar, indent=1) + "\n")
     return directory
 
 
@@ -232,15 +233,6 @@ def _parts(space: spaces.Space) -> dict[str, spaces.Space]:
     return dict(space.spaces) if isinstance(space, spaces.Dict) else {PLAIN_OBS_KEY: space}
 
 
-def _is_image(space: spaces.Space) -> bool:
-    return (
-        isinstance(space, spaces.Box)
-        and space.dtype == np.uint8
-        and len(space.shape) == 3
-        and space.shape[-1] in (1, 3)
-    )
-
-
 def _features(
     parts: dict[str, spaces.Space], names: dict[str, str], action_space: spaces.Box, success: bool
 ) -> dict[str, dict[str, Any]]:
@@ -250,7 +242,7 @@ def _features(
         if names[key] == "task":
             continue
         assert isinstance(sub, spaces.Box)  # observation_features refused the rest
-        if _is_image(sub):
+        if is_image_space(sub):
             features[names[key]] = {
                 "dtype": "image",
                 "shape": sub.shape,
@@ -279,7 +271,7 @@ def _frames(
             if name == "task":
                 frame["task"] = str(value)
             else:
-                frame[name] = np.asarray(value, dtype=np.uint8 if _is_image(parts[key]) else np.float32)
+                frame[name] = np.asarray(value, dtype=np.uint8 if is_image_space(parts[key]) else np.float32)
         frame.setdefault("task", task)
         frame["action"] = np.asarray(episode.actions[t], dtype=np.float32)
         frame["next.reward"] = np.array([episode.rewards[t]], dtype=np.float32)
@@ -330,8 +322,8 @@ def _minari_episode(
     """LeRobot frames as a Minari episode, the last observation repeated after the last step."""
     observations: dict[str, Any] = {}
     for key, name in names.items():
-        convert = _image_from_lerobot if _is_image(parts[key]) else _array_from_lerobot(parts[key])
-        values = [row[name] if name == "task" else convert(_feature(row, name, key, names)) for row in rows]
+        convert = _image_from_lerobot if is_image_space(parts[key]) else _array_from_lerobot(parts[key])
+        values = [row[name] if name == "task" else convert(_feature(row, name, key)) for row in rows]
         values.append(values[-1])
         observations[key] = values if name == "task" else np.stack(values)
     done = [bool(_scalar(row["next.done"])) for row in rows]
@@ -345,7 +337,7 @@ def _minari_episode(
     }  # fmt: skip
 
 
-def _feature(row: dict[str, Any], name: str, key: str, names: dict[str, str]) -> Any:
+def _feature(row: dict[str, Any], name: str, key: str) -> Any:
     """A frame's value for ``name``; a lone image may also be stored as ``observation.images.<key>``."""
     if name in row or name != "observation.image":
         return row[name]
@@ -364,12 +356,3 @@ def _array_from_lerobot(space: spaces.Space) -> Callable[[Any], np.ndarray]:
 
 def _scalar(value: Any) -> float:
     return float(np.asarray(value).reshape(-1)[0])
-
-
-def _plain(value: Any) -> Any:
-    """A Minari metadata value as JSON can hold it."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from omnigym.platform.episodes.format import KIND_IMAGE, KIND_TEXT, Recording
+from omnigym.platform.episodes.format import KIND_IMAGE, KIND_TEXT, Recording, json_value
 
 CACHED_EPISODES = 6
 """Episode tables kept in memory per recording (a 160-step driving episode is a few MB of PNGs)."""
@@ -45,7 +45,7 @@ class Replay:
             "env_kwargs": manifest.get("env_kwargs") or {}, "agent": manifest.get("agent", ""),
             "source": manifest.get("source", ""), "created": manifest.get("created", ""),
             "columns": {name: spec.kind for name, spec in self.recording.columns.items()},
-            "episodes": [_jsonable(e.to_json()) for e in self.recording.episodes],
+            "episodes": [json_value(e.to_json()) for e in self.recording.episodes],
         }  # fmt: skip
 
     def episode(self, index: int) -> dict[str, Any]:
@@ -53,7 +53,7 @@ class Replay:
         summary = self._summary(index)
         table = self._table(index)
         return {
-            **_jsonable(summary.to_json()), "recording": self.name, "env_id": self.recording.env_id,
+            **json_value(summary.to_json()), "recording": self.name, "env_id": self.recording.env_id,
             "rewards": [_float(r) for r in table["reward"][: summary.length]],
             "images": self._image_columns(table), "steps": summary.length + 1,
         }  # fmt: skip
@@ -152,7 +152,7 @@ def step_view(
         "action": action if action is None or isinstance(action, str) else array_view(action),
         "reward": _float(reward), "terminated": _flag(terminated), "truncated": _flag(truncated),
         "reward_components": {k: _float(v) for k, v in components.items() if _float(v) is not None},
-        "infos": {k: _jsonable(v) for k, v in infos.items() if v is not None},
+        "infos": {k: json_value(v) for k, v in infos.items() if v is not None},
     }  # fmt: skip
 
 
@@ -160,7 +160,7 @@ def array_view(value: Any) -> dict[str, Any]:
     """An array as ``{"shape", "values"}``: flattened, rounded to 6 significant digits, capped in length."""
     array = np.asarray(value)
     flat = array.ravel()[:MAX_ARRAY_VALUES]
-    values = [_round(v) if array.dtype.kind in "fc" else _jsonable(v) for v in flat.tolist()]
+    values = [_round(v) if array.dtype.kind in "fc" else json_value(v) for v in flat.tolist()]
     return {"shape": list(array.shape), "values": values, "truncated": array.size > MAX_ARRAY_VALUES}
 
 
@@ -234,18 +234,3 @@ def _round(value: float) -> float | None:
 
 def _flag(value: Any) -> bool | None:
     return None if value is None else bool(value)
-
-
-def _jsonable(value: Any) -> Any:
-    """``value`` with NumPy scalars, arrays and NaN turned into what JSON can hold."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        return _jsonable(value.item())
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    return value
