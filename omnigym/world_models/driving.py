@@ -10,7 +10,7 @@ inside the driving simulator through the ``agents.LogTrafficModel`` hook.
 Why progress along the logged path: like NAVSIM's IDM traffic agents, the agents keep the lanes
 and turns they drove in the log and only their timing reacts, so a small model cannot drive them
 off the road; the lateral part of the motion is the log's. Why these features: the gap search is
-the same compiled-style pairwise test the IDM agents use (``ReactiveAgents``), so a learned step
+the same compiled leader search the IDM agents use (``ReactiveAgents``), so a learned step
 costs one leader search plus one small MLP over the agents that can move, all batched.
 
 Training (``traffic_data.py``) is supervised on rollouts of the env with reactive IDM traffic

@@ -154,6 +154,7 @@ class DrivingSimulator:
         self.reactive = (
             ReactiveAgents(n, t, a) if self.config.traffic == "idm" and self.model is None else None
         )
+        self._forecast = np.empty((0, 0, 0, 3))  # reused by _agents_ahead
 
     # --- scenes ---------------------------------------------------------------------------------------
     def _build_assets(self, scene: Scene) -> SceneAssets:
@@ -485,7 +486,10 @@ class DrivingSimulator:
             time_index = np.minimum(self.time[:, None] + offsets, self.max_steps - 1)
             return self.agent_pose, self.agent_valid, time_index, self.agent_travel
         frame = self.agents_now()
-        future = constant_velocity_forecast(frame, offsets * DT)
+        shape = (self.n, len(offsets), frame.speed.shape[1], 3)
+        if self._forecast.shape != shape:
+            self._forecast = np.empty(shape)
+        future = constant_velocity_forecast(frame, offsets * DT, out=self._forecast)
         speed = np.abs(np.where(frame.valid, frame.speed, 0.0)).max(axis=1, initial=0.0)
         rows = np.broadcast_to(np.arange(len(offsets)), (self.n, len(offsets)))
         return future.pose, future.valid, rows, speed * TTC_OFFSETS[-1]

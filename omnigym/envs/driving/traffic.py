@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from numba import float64, njit, vectorize
 
 from omnigym.envs.driving.scene import DT, LIGHT_GREEN, LIGHT_RED, LIGHT_YELLOW
 
@@ -56,13 +57,55 @@ def idm_acceleration(
     Returns:
         Accelerations in ``[-b_max, a_max]`` (m/s²), the broadcast shape of the inputs.
     """
-    p = params
-    v = np.asarray(speed, dtype=np.float64)
-    free = 1.0 - (v / np.maximum(desired_speed, 0.1)) ** p.delta
-    approach = v * (v - np.asarray(leader_speed)) / (2.0 * np.sqrt(p.a_max * p.b_comfortable))
-    desired_gap = p.min_gap + np.maximum(0.0, v * p.time_headway + approach)
+    return _idm(speed, desired_speed, gap, leader_speed, *idm_params_tuple(params))
+
+
+@njit(cache=True)
+def idm_one(
+    v: float,
+    desired_speed: float,
+    gap: float,
+    leader_speed: float,
+    a_max: float,
+    b_comfortable: float,
+    time_headway: float,
+    min_gap: float,
+    delta: float,
+    b_max: float,
+) -> float:
+    """:func:`idm_acceleration` of one vehicle, for compiled loops (the parameters as :class:`IDMParams`)."""
+    ratio = v / np.maximum(desired_speed, 0.1)
+    squared = ratio * ratio
+    free = 1.0 - (squared * squared if delta == 4.0 else ratio**delta)  # the usual 4 without pow()
+    approach = v * (v - leader_speed) / (2.0 * np.sqrt(a_max * b_comfortable))
+    desired_gap = min_gap + np.maximum(0.0, v * time_headway + approach)
     interaction = (desired_gap / np.maximum(gap, 0.1)) ** 2
-    return np.maximum(p.a_max * (free - interaction), -p.b_max)  # free <= 1 caps it at a_max
+    return np.maximum(a_max * (free - interaction), -b_max)  # free <= 1 caps it at a_max
+
+
+@vectorize([float64(*[float64] * 10)], cache=True)
+def _idm(
+    v: float,
+    desired_speed: float,
+    gap: float,
+    leader_speed: float,
+    a_max: float,
+    b_comfortable: float,
+    time_headway: float,
+    min_gap: float,
+    delta: float,
+    b_max: float,
+) -> float:
+    """:func:`idm_one` as a NumPy ufunc."""
+    return idm_one(
+        v, desired_speed, gap, leader_speed, a_max, b_comfortable, time_headway, min_gap, delta, b_max
+    )
+
+
+def idm_params_tuple(params: IDMParams) -> tuple[float, float, float, float, float, float]:
+    """``params`` in :func:`idm_one`'s argument order."""
+    p = params
+    return p.a_max, p.b_comfortable, p.time_headway, p.min_gap, p.delta, p.b_max
 
 
 @dataclass(frozen=True)

@@ -205,3 +205,23 @@ def test_an_agent_entering_later_waits_at_its_entry_until_its_log_starts():
     assert frames[29].valid[0, 0]  # index 30: it appears where the log has it
     np.testing.assert_allclose(frames[29].pose[0, 0, :2], pose[30, 0, :2], atol=1e-6)
     assert frames[-1].pose[0, 0, 0] > 30.0 + 5.0  # and drives on from there
+
+
+def test_a_slot_reloaded_with_a_smaller_scene_steps_as_a_fresh_one():
+    # slot 0 first holds three agents and drives them; then it loads a one-agent log, which must
+    # leave no trace of the larger scene (the compiled loops stop at each slot's agent count)
+    reactive = _agents([(0.0, 0.0, 10.0), (30.0, 0.0, 3.0), (60.0, 4.0, 8.0)])
+    _drive(reactive, 25, FAR_AWAY)
+    fresh = ReactiveAgents(1, STEPS, 3)
+    pose, speeds = _log(np.array([[5.0, 2.0]]), np.array([0.3]), np.array([6.0]))
+    valid = np.ones(speeds.shape, bool)
+    for agents in (reactive, fresh):
+        agents.load(0, pose, speeds, valid, np.tile(CAR, (1, 1)), 0)
+    reloaded, expected = _drive(reactive, 30, FAR_AWAY), _drive(fresh, 30, FAR_AWAY)
+    for got, want in zip(reloaded, expected, strict=True):
+        np.testing.assert_array_equal(got.pose, want.pose)
+        np.testing.assert_array_equal(got.speed, want.speed)
+        np.testing.assert_array_equal(got.valid, want.valid)
+    assert not reloaded[-1].valid[0, 1:].any() and not reloaded[-1].pose[0, 1:].any()
+    # the one agent drove its logged line at its logged speed
+    np.testing.assert_allclose(reloaded[-1].pose[0, 0, :2], pose[30, 0, :2], atol=1e-6)
