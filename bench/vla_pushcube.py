@@ -82,12 +82,12 @@ FULL = {"seeds": (0, 1, 2, 3, 4), "bc_steps": 2000, "rl_updates": 40, "test_epis
 batches), test episodes per evaluation."""
 
 
-def configure(ppo_envs: int) -> None:
+def configure(ppo_envs: int, actor_learning_rate: float = ACTOR_LEARNING_RATE) -> None:
     """Point the state bench's functions (they read its module settings when called) at the pixels env."""
     base.ENV_ID, base.ENV_KWARGS, base.DATASET_ID = ENV_ID, ENV_KWARGS, DATASET_ID
     base.DEMO_EPISODES = DEMO_EPISODES
     base.PPO_ENVS = ppo_envs
-    base.PPO_SETTINGS = {**base.PPO_SETTINGS, "learning_rate": ACTOR_LEARNING_RATE}
+    base.PPO_SETTINGS = {**base.PPO_SETTINGS, "learning_rate": actor_learning_rate}
 
 
 def behaviour_cloning(steps: int, seed: int) -> tuple[Any, float]:
@@ -167,6 +167,12 @@ def main() -> None:
     parser.add_argument("--test-episodes", type=int, help="held-out test episodes per evaluation")
     parser.add_argument("--ppo-envs", type=int, help="envs per PPO update (x 40 steps)")
     parser.add_argument("--method", choices=("ppo", "grpo"), default="ppo", help="fine-tuning method")
+    parser.add_argument(
+        "--actor-lr",
+        type=float,
+        default=ACTOR_LEARNING_RATE,
+        help="PPO's actor learning rate (annealed to 0)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -176,7 +182,7 @@ def main() -> None:
     budget["bc_steps"] = args.bc_steps or budget["bc_steps"]
     budget["test_episodes"] = args.test_episodes or budget["test_episodes"]
     budget["ppo_envs"] = args.ppo_envs or budget["ppo_envs"]
-    configure(budget["ppo_envs"])
+    configure(budget["ppo_envs"], args.actor_lr)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["MINARI_DATASETS_PATH"] = str(Path(tmp) / "datasets")
