@@ -26,6 +26,13 @@ not a statistical comparison.
 Full run: N = 50,000 transitions, K = 2,000 updates, 3 repeats, Pendulum 6,000 steps.
 ``--quick``: N = 5,000, K = 300, 1 repeat, Pendulum 3,000 steps (a few minutes).
 
+Matrix products: after the timed updates each worker runs ``PROFILED_UPDATES`` more under torch's
+profiler and reports the milliseconds per update in matrix products (``aten::mm``, ``addmm``,
+``bmm``, ``baddbmm``: every linear layer, forward and backward). Both libraries do the same
+products, so ``ratio_ceiling`` = SB3's time per update / omnigym's product time is the most any
+SAC here could gain over SB3 (everything but the products free); ``matrix_product_share`` is the
+products' part of omnigym's update. The profiler slows the ops it records a little.
+
 Last line: one JSON object; ``ratio`` = omnigym updates/s / SB3 updates/s (medians over repeats).
 
 Usage: ``omnigym bench sac_vs_sb3 [--quick]``
@@ -56,6 +63,24 @@ WARMUP_UPDATES = 20
 LEARNING_STARTS = 1000
 EVAL_EPISODES = 10
 EVAL_SEED = 1000
+PROFILED_UPDATES = 100
+"""Updates run under torch's profiler after the timed ones, to measure the matrix products' share."""
+MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+"""The ops of every linear layer forward and backward (plain, batched, with bias)."""
+
+
+def matrix_product_ms(run: Any, updates: int) -> float:
+    """Milliseconds per update spent in matrix products while ``run()`` makes ``updates`` updates.
+
+    Both libraries do the same products (same layers, batch and updates), so this is the part of
+    an update no library overhead can remove; the rest is what a faster library saves.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    total_us = sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in MATRIX_PRODUCTS)
+    return total_us / 1000 / updates
 
 
 def load_configs() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -125,11 +150,17 @@ def updates_omnigym(data: dict[str, np.ndarray], updates: int, seed: int) -> dic
     for _ in range(updates):
         metrics = algorithm.update(buffer.sample(BATCH_SIZE, generator))
     seconds = time.perf_counter() - start
+
+    def profiled() -> None:
+        for _ in range(PROFILED_UPDATES):
+            algorithm.update(buffer.sample(BATCH_SIZE, generator))
+
     return {
         "updates_per_s": updates / seconds,
         "seconds": seconds,
         "alpha": metrics["train/alpha"],  # after the last update
         "critic_loss": metrics["train/critic_loss"],
+        "matrix_product_ms": matrix_product_ms(profiled, PROFILED_UPDATES),
     }
 
 
@@ -186,12 +217,16 @@ def updates_sb3(data: dict[str, np.ndarray], updates: int, seed: int) -> dict[st
     model.train(gradient_steps=updates, batch_size=BATCH_SIZE)
     seconds = time.perf_counter() - start
     values = model.logger.name_to_value
-    return {
+    figures = {
         "updates_per_s": updates / seconds,
         "seconds": seconds,
         "alpha": float(values.get("train/ent_coef", float("nan"))),  # mean over the timed updates
         "critic_loss": float(values.get("train/critic_loss", float("nan"))),  # SB3's half-scale loss
     }
+    figures["matrix_product_ms"] = matrix_product_ms(
+        lambda: model.train(gradient_steps=PROFILED_UPDATES, batch_size=BATCH_SIZE), PROFILED_UPDATES
+    )
+    return figures
 
 
 def pendulum_omnigym(steps: int, seed: int, threads: int) -> dict[str, Any]:
@@ -312,6 +347,13 @@ def main() -> None:
             f"{pendulum[lib]['seconds']:>11.1f}"
         )
     print(f"omnigym / SB3 updates/s = x{ratio:.2f}", flush=True)
+    products = {lib: statistics.median(r["matrix_product_ms"] for r in ups[lib]) for lib in libs}
+    ceiling = (1000 / median["sb3"]) / products["omnigym"]  # omnigym with nothing but its products
+    print(
+        f"matrix products per update: omnigym {products['omnigym']:.2f} ms, SB3 {products['sb3']:.2f} ms; "
+        f"with nothing else, omnigym / SB3 would be at most x{ceiling:.2f}",
+        flush=True,
+    )
     figures = {
         "bench": "sac_vs_sb3",
         "quick": args.quick,
@@ -319,6 +361,10 @@ def main() -> None:
         "torch_threads": args.threads,  # every worker's (each reports its own in its runs)
         "omnigym_updates_per_s": median["omnigym"],
         "sb3_updates_per_s": median["sb3"],
+        "omnigym_matrix_product_ms": products["omnigym"],
+        "sb3_matrix_product_ms": products["sb3"],
+        "matrix_product_share": products["omnigym"] * median["omnigym"] / 1000,
+        "ratio_ceiling": ceiling,
         "omnigym_pendulum_return": pendulum["omnigym"]["eval_return"],
         "sb3_pendulum_return": pendulum["sb3"]["eval_return"],
         "omnigym_pendulum_seconds": pendulum["omnigym"]["seconds"],
