@@ -85,21 +85,10 @@ def idm_one(
 
 @vectorize([float64(*[float64] * 10)], cache=True)
 def _idm(
-    v: float,
-    desired_speed: float,
-    gap: float,
-    leader_speed: float,
-    a_max: float,
-    b_comfortable: float,
-    time_headway: float,
-    min_gap: float,
-    delta: float,
-    b_max: float,
+    v: float, v0: float, s: float, vl: float, a: float, b: float, t: float, s0: float, d: float, bm: float
 ) -> float:
-    """:func:`idm_one` as a NumPy ufunc."""
-    return idm_one(
-        v, desired_speed, gap, leader_speed, a_max, b_comfortable, time_headway, min_gap, delta, b_max
-    )
+    """:func:`idm_one` as a NumPy ufunc (broadcasting, compiled)."""
+    return idm_one(v, v0, s, vl, a, b, t, s0, d, bm)
 
 
 def idm_params_tuple(params: IDMParams) -> tuple[float, float, float, float, float, float]:
