@@ -213,8 +213,10 @@ class ReactiveAgents:
             np.asarray(ego_size, np.float64), stops.pose, stops.valid, np.asarray(stop_size, np.float64),
             LEADER_LATERAL_MARGIN, gap, leader_speed,
         )  # fmt: skip
-        compiled_idm = type(self).acceleration is ReactiveAgents.acceleration  # not a learned model's
+        # IDM runs inside the kernel unless a subclass (a learned model) overrides the acceleration
+        compiled_idm = type(self).acceleration is ReactiveAgents.acceleration
         accel = gap if compiled_idm else np.asarray(self.acceleration(gap, leader_speed, free), np.float64)
+        # (with compiled IDM, ``accel`` is a placeholder of the right type: the kernel does not read it)
         advance_on_paths(
             accel, idm_params_tuple(self.params) if compiled_idm else None, gap, leader_speed,
             self.desired_speed, free, waiting, self.station, self.speed, self.cursor, self.count, self.track,
