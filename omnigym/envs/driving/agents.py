@@ -35,6 +35,10 @@ LEADER_LATERAL_MARGIN = 0.3
 """Extra lateral clearance (m) within which an object ahead counts as a leader."""
 
 
+_NOT_READ = np.empty((0, 0))
+"""The acceleration argument of :func:`advance_on_paths` when it runs IDM itself."""
+
+
 @dataclass
 class AgentFrame:
     """Background agents at one instant, batched: ``pose [N, A, 3]``, ``speed [N, A]``, ``valid [N, A]``."""
@@ -214,13 +218,13 @@ class ReactiveAgents:
             LEADER_LATERAL_MARGIN, gap, leader_speed,
         )  # fmt: skip
         # IDM runs inside the kernel unless a subclass (a learned model) overrides the acceleration
-        compiled_idm = type(self).acceleration is ReactiveAgents.acceleration
-        accel = gap if compiled_idm else np.asarray(self.acceleration(gap, leader_speed, free), np.float64)
-        # (with compiled IDM, ``accel`` is a placeholder of the right type: the kernel does not read it)
+        if type(self).acceleration is ReactiveAgents.acceleration:
+            accel, idm = _NOT_READ, idm_params_tuple(self.params)
+        else:
+            accel, idm = np.asarray(self.acceleration(gap, leader_speed, free), np.float64), None
         advance_on_paths(
-            accel, idm_params_tuple(self.params) if compiled_idm else None, gap, leader_speed,
-            self.desired_speed, free, waiting, self.station, self.speed, self.cursor, self.count, self.track,
-            self.first_station, self.first_speed, DT, self.pose,
+            accel, idm, gap, leader_speed, self.desired_speed, free, waiting, self.station, self.speed,
+            self.cursor, self.count, self.track, self.first_station, self.first_speed, DT, self.pose,
         )  # fmt: skip
 
     def acceleration(self, gap: np.ndarray, leader_speed: np.ndarray, free: np.ndarray) -> np.ndarray:

@@ -178,7 +178,7 @@ def _gaps(
 ) -> None:
     """Bumper gap from one agent to each of the first ``count`` candidates, ``inf`` where it does not lead.
 
-    Branch-free, so the loop runs in SIMD lanes: which candidates lead is unpredictable.
+    Branch-free, as which candidates lead is unpredictable, so the compiler can vectorise it.
     """
     for c in range(count):
         dx, dy = cx[c] - x, cy[c] - y

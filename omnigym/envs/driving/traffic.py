@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from numba import float64, njit, vectorize
+from numba import njit, vectorize
 
 from omnigym.envs.driving.scene import DT, LIGHT_GREEN, LIGHT_RED, LIGHT_YELLOW
 
@@ -57,7 +57,8 @@ def idm_acceleration(
     Returns:
         Accelerations in ``[-b_max, a_max]`` (m/s²), the broadcast shape of the inputs.
     """
-    return _idm(speed, desired_speed, gap, leader_speed, *idm_params_tuple(params))
+    inputs = (np.asarray(x, dtype=np.float64) for x in (speed, desired_speed, gap, leader_speed))
+    return _idm(*inputs, *idm_params_tuple(params))
 
 
 @njit(cache=True)
@@ -83,7 +84,7 @@ def idm_one(
     return np.maximum(a_max * (free - interaction), -b_max)  # free <= 1 caps it at a_max
 
 
-@vectorize([float64(*[float64] * 10)], cache=True)
+@vectorize(cache=True)  # compiled at its first call (float64 inputs), not at import
 def _idm(
     v: float, v0: float, s: float, vl: float, a: float, b: float, t: float, s0: float, d: float, bm: float
 ) -> float:
@@ -93,8 +94,7 @@ def _idm(
 
 def idm_params_tuple(params: IDMParams) -> tuple[float, float, float, float, float, float]:
     """``params`` in :func:`idm_one`'s argument order."""
-    p = params
-    return p.a_max, p.b_comfortable, p.time_headway, p.min_gap, p.delta, p.b_max
+    return params.a_max, params.b_comfortable, params.time_headway, params.min_gap, params.delta, params.b_max
 
 
 @dataclass(frozen=True)
