@@ -28,11 +28,14 @@ Last line: one JSON object; ``ratio`` = diffusion's chunk latency / MeanFlow's, 
 env, and the success rates and coverages of each policy and checkpoint.
 
 Usage: ``omnigym bench pusht_bc [--quick] [--envs pusht,gym_pusht] [--obs state|image]
-[--test-episodes N] [--jobs N]``. Full: 1,000 demonstrations, 12,000 BC steps of 128 windows
+[--test-episodes N] [--jobs N] [--out DIR]``. Full: 1,000 demonstrations, 12,000 BC steps of 128 windows
 per policy, 500 test episodes per checkpoint; quick: 20 demonstrations, 300 steps of 32, 10
 test episodes. Both use a CPU-sized U-Net (``CPU_NET``, 1.6 M parameters; the configs' is 6.3 M).
-``--jobs 2`` (the default of a full run on a CPU) trains two policies at once, each in its own
-one-thread process.
+``--jobs 2`` (the default of a full run on a CPU) trains two policies (and then scores two
+checkpoints) at once, each in its own one-thread process. ``--out DIR`` keeps everything in
+``DIR`` and resumes from it: the same command run again skips the finished stages (the
+demonstrations, each policy's training, each checkpoint's scores) and continues a training from
+its last checkpoint (every 500 steps), so a run of several hours can be done in parts.
 """
 
 from __future__ import annotations
@@ -164,17 +167,20 @@ def first_history(dataset: str, keys: tuple[str, ...], n_obs_steps: int) -> dict
 def train_policy(name: str, dataset: str, imitation: dict[str, Any], out: str, device: str) -> dict[str, Any]:
     """Clone ``name`` from ``dataset`` (under ``$MINARI_DATASETS_PATH``); save it to ``out``.
 
-    The best progress evaluation's policy goes to ``out-best``. Runs in the bench's process or in
-    a worker process (``--jobs``), hence plain arguments.
+    The best progress evaluation's policy goes to ``out-best``, the training checkpoints to
+    ``out-train`` (a killed run resumes from them) and the training figures to ``out-training.json``, which
+    a rerun on the same folder returns without training. Runs in the bench's process or in a
+    worker process (``--jobs``), hence plain arguments.
     """
     from omnigym.platform.trainers.imitation import ImitationConfig, imitate_dataset
 
+    done = Path(f"{out}-training.json")
+    if done.is_file():
+        return dict(json.loads(done.read_text()))
     if imitation["log_every"]:  # hours of training: show the imitation log and progress evaluations
         logging.basicConfig(level=logging.INFO, format=f"[{name} {dataset}] %(message)s", force=True)
-    tic = time.perf_counter()
-    config = ImitationConfig(**imitation, best_dir=f"{out}-best")
+    config = ImitationConfig(**imitation, best_dir=f"{out}-best", checkpoint_dir=f"{out}-train")
     policy, history = imitate_dataset(dataset, name, list(CPU_NET), config, device=device)
-    train_s = time.perf_counter() - tic
     policy.to("cpu").save_pretrained(out)
     progress = [
         {"step": int(h["step"]), "success": round(h["eval/success_rate"], 3)}
@@ -182,13 +188,91 @@ def train_policy(name: str, dataset: str, imitation: dict[str, Any], out: str, d
         if "eval/success_rate" in h
     ]
     best = next(h for h in reversed(history) if h.get("eval/best_so_far"))
-    return {
-        "train_s": round(train_s, 1),
+    stats = {
+        "train_s": round(history[-1]["time/elapsed_s"], 1),  # summed over resumed parts
         "final_loss": {k: round(v, 4) for k, v in history[-1].items() if k.startswith("train/loss")},
         "parameters": sum(p.numel() for p in policy.model.parameters()),
         "validation": progress,
         "best_step": int(best["step"]),
     }
+    write_json(done, stats)
+    return stats
+
+
+def score_checkpoint(path: str, env_id: str, episodes: int) -> dict[str, Any]:
+    """:func:`evaluate` of the policy saved at ``path``, kept in ``path-scores.json`` (a rerun reads it)."""
+    done = Path(f"{path}-scores.json")
+    if done.is_file():
+        return dict(json.loads(done.read_text()))
+    tic = time.perf_counter()
+    row = {
+        **evaluate(Policy.from_pretrained(path), env_id, episodes),
+        "eval_s": round(time.perf_counter() - tic, 1),
+    }
+    write_json(done, row)
+    return row
+
+
+def demonstrations(env: str, obs: str, episodes: int, test_episodes: int, root: Path) -> dict[str, Any]:
+    """Collect ``env``'s expert demonstrations and score the expert on the test seeds (kept in ``root``)."""
+    import minari
+
+    from omnigym.platform.datasets import collect_dataset
+
+    done = root / f"{env}-demonstrations.json"
+    if done.is_file():
+        return dict(json.loads(done.read_text()))
+    env_id, expert, dataset = ENVS[env][obs], ENVS[env]["expert"], dataset_id(env, obs)
+    if dataset in minari.list_local_datasets():  # a run killed while collecting
+        minari.delete_dataset(dataset)
+    tic = time.perf_counter()
+    summary = collect_dataset(expert_policy(env_id, expert), env_id, dataset, episodes=episodes, seed=0)
+    row = evaluate(expert_policy(env_id, expert), env_id, test_episodes)
+    figures = {
+        "env_id": env_id,
+        "demo_steps": summary.steps,
+        "demo_success": summary.success_rate,
+        expert: row,
+    }
+    print(
+        f"{env}: {episodes} demonstrations by {expert} ({summary.steps} steps, success "
+        f"{summary.success_rate}); the expert on the test seeds: success {row['success']:.3f}, "
+        f"max coverage {row['max_coverage']:.3f} ({time.perf_counter() - tic:.0f} s)"
+    )
+    write_json(done, figures)
+    return figures
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write ``value`` to ``path`` whole or not at all (a killed run leaves no half file)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
+def open_out(out: str, settings: dict[str, Any]) -> Path:
+    """The run folder: new, or one of an earlier run with the same settings (resumed).
+
+    Raises:
+        SystemExit: the folder holds something else (one line saying what to do).
+    """
+    root = Path(out)
+    record = root / "settings.json"
+    if record.is_file():
+        earlier = json.loads(record.read_text())
+        if earlier != settings:
+            changed = sorted(k for k in settings.keys() | earlier.keys() if settings.get(k) != earlier.get(k))
+            raise SystemExit(
+                f"pusht_bc: {root} holds a run with other settings ({', '.join(changed)}); "
+                "give another --out, or the same options to resume it"
+            )
+        print(f"pusht_bc: resuming the run in {root} (finished stages are read back)")
+    elif root.exists() and any(root.iterdir()):
+        raise SystemExit(f"pusht_bc: {root} exists and is not a pusht_bc run folder; give another --out")
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        write_json(record, settings)
+    return root
 
 
 def main() -> None:
@@ -209,7 +293,13 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--jobs", type=int, default=0,
-        help="policies trained at once, each in its own process (0: 2 for a full run on a CPU, else 1)",
+        help="policies trained (and checkpoints scored) at once, each in its own process "
+        "(0: 2 for a full run on a CPU, else 1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out", default="",
+        help="keep the demonstrations, training checkpoints, policies and scores here; rerun with the "
+        "same options to resume a killed run where it stopped (default: a temporary folder)",
     )  # fmt: skip
     args = parser.parse_args()
     envs = [name.strip() for name in args.envs.split(",") if name.strip()]
@@ -238,48 +328,44 @@ def main() -> None:
         "log_every": 0 if args.quick else 1000, "seed": 0, "eval_every": bc_steps // 4,
         "eval_episodes": progress, "eval_seed": VALIDATION_SEED,
     }  # fmt: skip
+    settings = {
+        "envs": envs, "obs": args.obs, "demo_episodes": episodes, "imitation": imitation,
+        "policy_overrides": CPU_NET, "test_episodes": test_episodes, "threads": threads,
+        "device": args.device,
+    }  # fmt: skip
     start = time.perf_counter()
-    figures: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        os.environ["MINARI_DATASETS_PATH"] = str(Path(tmp) / "datasets")
-        from omnigym.platform.datasets import collect_dataset
-
-        for env in envs:
-            env_id, expert = ENVS[env][args.obs], ENVS[env]["expert"]
-            tic = time.perf_counter()
-            summary = collect_dataset(
-                expert_policy(env_id, expert), env_id, dataset_id(env, args.obs), episodes=episodes, seed=0
-            )
-            row = evaluate(expert_policy(env_id, expert), env_id, test_episodes)
-            figures[env] = {"env_id": env_id, "demo_steps": summary.steps, expert: row}
-            print(
-                f"{env}: {episodes} demonstrations by {expert} ({summary.steps} steps, success "
-                f"{summary.success_rate}); the expert on the test seeds: success {row['success']:.3f}, "
-                f"max coverage {row['max_coverage']:.3f} ({time.perf_counter() - tic:.0f} s)"
-            )
+        root = open_out(args.out, settings) if args.out else Path(tmp)
+        os.environ["MINARI_DATASETS_PATH"] = str(root / "datasets")
+        figures = {env: demonstrations(env, args.obs, episodes, test_episodes, root) for env in envs}
         tic = time.perf_counter()
         pairs = [(env, name) for env in envs for name in POLICIES]
+        outs = [str(root / f"{env}-{name}") for env, name in pairs]
         work = [
-            (name, dataset_id(env, args.obs), imitation, str(Path(tmp) / f"{env}-{name}"), args.device)
-            for env, name in pairs
+            (name, dataset_id(env, args.obs), imitation, out, args.device)
+            for (env, name), out in zip(pairs, outs, strict=True)
         ]
         trained = map_in_processes(train_policy, work, jobs, threads or 1)
         training_wall_s = time.perf_counter() - tic
-        first = {name: Policy.from_pretrained(Path(tmp) / f"{envs[0]}-{name}") for name in POLICIES}
+        first = {name: Policy.from_pretrained(root / f"{envs[0]}-{name}") for name in POLICIES}
         keys = (*first[POLICIES[0]].state_keys, *first[POLICIES[0]].image_keys)
         history = first_history(dataset_id(envs[0], args.obs), keys, first[POLICIES[0]].config.n_obs_steps)
-        latencies = chunk_latencies_ms(first, history)
-        for (env, name), (_, _, _, out, _), stats in zip(pairs, work, trained, strict=True):
-            env_id = figures[env]["env_id"]
-            rows = {}
-            for checkpoint, path in (("final", out), ("best", f"{out}-best")):
-                tic = time.perf_counter()  # evaluated after the timing: env workers add load
-                rows[checkpoint] = {
-                    **evaluate(Policy.from_pretrained(path), env_id, test_episodes),
-                    "eval_s": round(time.perf_counter() - tic, 1),
-                }
-            figures[env][name] = {**rows, "latency_ms": round(latencies[name], 2), **stats}
-            final, best = rows["final"], rows["best"]
+        latencies = chunk_latencies_ms(first, history)  # before the evaluations: their workers add load
+        scoring = [
+            (path, figures[env]["env_id"], test_episodes)
+            for (env, _), out in zip(pairs, outs, strict=True)
+            for path in (out, f"{out}-best")
+        ]
+        print(f"scoring {len(scoring)} checkpoints on {test_episodes} test episodes each ({jobs} at a time)")
+        scores = map_in_processes(score_checkpoint, scoring, jobs, threads or 1)
+        for index, ((env, name), stats) in enumerate(zip(pairs, trained, strict=True)):
+            final, best = scores[2 * index], scores[2 * index + 1]
+            figures[env][name] = {
+                "final": final,
+                "best": best,
+                "latency_ms": round(latencies[name], 2),
+                **stats,
+            }
             print(
                 f"{env} {name}: final success {final['success']:.3f} (max coverage "
                 f"{final['max_coverage']:.3f}); best (step {stats['best_step']}) success "
@@ -308,7 +394,7 @@ def main() -> None:
         "figures": figures, "envs": envs, "obs": args.obs, "demo_episodes": episodes,
         "bc_steps": bc_steps, "batch_size": batch_size, "learning_rate": LEARNING_RATE,
         "policy_overrides": CPU_NET, "test_episodes": test_episodes, "progress_episodes": progress,
-        "jobs": jobs, "training_wall_s": round(training_wall_s, 1),
+        "jobs": jobs, "training_wall_s": round(training_wall_s, 1), "out": args.out or None,
         "device": args.device, "threads": threads or torch.get_num_threads(),
         "torch_threads": threads or torch.get_num_threads(), "quick": args.quick,
         "seconds": round(time.perf_counter() - start, 1),

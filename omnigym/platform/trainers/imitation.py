@@ -65,6 +65,13 @@ class ImitationConfig:
     """Where the policy of the best evaluation so far is saved (``save_pretrained``; by success
     rate, then mean return; the final evaluation counts too), so that a run's best checkpoint can
     be scored beside its final one, as Diffusion Policy reports both. Empty: not kept."""
+    checkpoint_dir: str = ""
+    """Where the training state (weights with EMA, optimiser, schedule, random states, metrics) is
+    checkpointed every ``checkpoint_every`` steps and at the end. A run started on a directory
+    that holds a checkpoint continues from it and ends as the uninterrupted run would: hours of
+    CPU training survive a killed process. Empty: no checkpoints."""
+    checkpoint_every: int = 500
+    """Steps between checkpoints (with ``checkpoint_dir``)."""
 
     def __post_init__(self) -> None:
         """Reject counts and rates that cannot train."""
@@ -73,6 +80,14 @@ class ImitationConfig:
             raise ValueError("imitation steps and batch_size must be >= 1")
         if self.learning_rate <= 0:
             raise ValueError(f"imitation learning_rate must be > 0, got {self.learning_rate}")
+        if self.checkpoint_every < 1:
+            raise ValueError(f"imitation checkpoint_every must be >= 1, got {self.checkpoint_every}")
+
+    def resume_key(self) -> dict[str, Any]:
+        """The settings a checkpoint must have been written under to be resumed by this run."""
+        keys = ("steps", "batch_size", "learning_rate", "betas", "weight_decay", "warmup_steps",
+                "max_grad_norm", "seed", "eval_every", "eval_episodes", "eval_seed", "successful_only")  # fmt: skip
+        return {key: list(v) if isinstance(v := getattr(self, key), tuple) else v for key in keys}
 
 
 Evaluator = Callable[[ChunkPolicy], dict[str, float]]
@@ -110,9 +125,14 @@ def train_imitation(
     rng = np.random.default_rng(config.seed)
     history: list[dict[str, float]] = []
     best: tuple[float, float] | None = None
-    start = time.perf_counter()
+    done, elapsed = 0, 0.0
+    if config.checkpoint_dir:
+        resumed = _resume(config, policy, optimizer, schedule, rng)
+        if resumed is not None:
+            done, elapsed, history, best = resumed
+    start = time.perf_counter() - elapsed
     policy.train()
-    for step in range(1, config.steps + 1):
+    for step in range(done + 1, config.steps + 1):
         loss, metrics = policy.compute_loss(windows.sample(config.batch_size, rng, policy.device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -142,9 +162,74 @@ def train_imitation(
             history.append({"step": float(step), **metrics})
             if callback is not None:
                 callback(step, metrics)
+        if config.checkpoint_dir and (last or step % config.checkpoint_every == 0):
+            _checkpoint(config, step, time.perf_counter() - start, policy, optimizer, schedule, rng, history, best)
     policy.eval()
     policy.reset()
     return history
+
+
+def _checkpoint(
+    config: ImitationConfig,
+    step: int,
+    elapsed: float,
+    policy: ChunkPolicy,
+    optimizer: torch.optim.Optimizer,
+    schedule: Any,
+    rng: np.random.Generator,
+    history: list[dict[str, float]],
+    best: tuple[float, float] | None,
+) -> None:
+    """Write the training state after ``step`` to ``config.checkpoint_dir``."""
+    from omnigym.platform.checkpoint import save_checkpoint
+    from omnigym.platform.seeding import capture_rng_state
+
+    save_checkpoint(
+        config.checkpoint_dir,
+        step,
+        policy=policy,
+        algorithm_state={"optimizer": optimizer.state_dict(), "schedule": schedule.state_dict()},
+        trainer_state={
+            "settings": config.resume_key(), "step": step, "elapsed_s": elapsed, "history": history,
+            "best": list(best) if best is not None else None, "window_rng": rng.bit_generator.state,
+        },  # fmt: skip
+        rng_state=capture_rng_state(),
+    )
+
+
+def _resume(
+    config: ImitationConfig,
+    policy: ChunkPolicy,
+    optimizer: torch.optim.Optimizer,
+    schedule: Any,
+    rng: np.random.Generator,
+) -> tuple[int, float, list[dict[str, float]], tuple[float, float] | None] | None:
+    """Load ``config.checkpoint_dir``'s latest checkpoint into the run; None when it has none.
+
+    Returns the steps done, the seconds they took, the metrics logged and the best score so far.
+    """
+    from omnigym.core.pretrained import load_weights
+    from omnigym.platform.checkpoint import find_checkpoint, load_checkpoint
+    from omnigym.platform.seeding import restore_rng_state
+
+    found = find_checkpoint(config.checkpoint_dir)
+    if found.path is None:
+        return None
+    checkpoint = load_checkpoint(found.path)
+    state = checkpoint.trainer_state
+    if state.get("settings") != config.resume_key():
+        raise ValueError(
+            f"{config.checkpoint_dir} holds a checkpoint of another imitation run "
+            f"({state.get('settings')}); give this run another checkpoint_dir or delete that one"
+        )
+    load_weights(checkpoint.policy_dir, policy, "policy")
+    optimizer.load_state_dict(checkpoint.algorithm_state["optimizer"])
+    schedule.load_state_dict(checkpoint.algorithm_state["schedule"])
+    rng.bit_generator.state = state["window_rng"]
+    restore_rng_state(checkpoint.rng_state)
+    logger.info("imitation resumed from %s (step %d/%d)", checkpoint.path, checkpoint.step, config.steps)
+    best = tuple(state["best"]) if state["best"] is not None else None
+    return checkpoint.step, float(state["elapsed_s"]), list(state["history"]), best  # type: ignore[return-value]
 
 
 def imitate_dataset(

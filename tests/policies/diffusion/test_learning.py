@@ -89,6 +89,56 @@ def test_best_dir_keeps_the_policy_of_the_best_evaluation(tmp_path: Path) -> Non
     assert any(not torch.equal(snapshots[1][k], snapshots[3][k]) for k in snapshots[1])  # it moved on
 
 
+def _small_diffusion(states: np.ndarray) -> DiffusionPolicy:
+    torch.manual_seed(0)
+    box = spaces.Box(-1, 1, (2,), np.float32)
+    policy = DiffusionPolicy(DiffusionPolicyConfig(**SMALL, **SMALL_TIME), spaces.Dict({"state": box}), box)
+    policy.fit_normalizers({"state": states}, target(states))
+    return policy
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_uninterrupted_one(tmp_path: Path) -> None:
+    """Weights, EMA, optimiser, schedule, window order and noise all continue where they stopped."""
+    states = np.random.default_rng(0).uniform(-1, 1, (64, 2)).astype(np.float32)
+    windows = DemoWindows({"state": states}, target(states), np.arange(64), n_obs_steps=1, horizon=4)
+
+    def evaluate(p: DiffusionPolicy) -> dict[str, float]:
+        return {"eval/success_rate": 0.0, "eval/return_mean": float(sum(v.detach().sum() for v in p.parameters()))}
+
+    def config(**kwargs: object) -> ImitationConfig:
+        return ImitationConfig(steps=9, batch_size=16, learning_rate=3e-3, warmup_steps=2, log_every=1,
+                               eval_every=4, **kwargs)  # type: ignore[arg-type]  # fmt: skip
+
+    straight = _small_diffusion(states)
+    expected = train_imitation(straight, windows, config(), evaluate=evaluate)
+
+    def kill_at_step_7(step: int, metrics: dict[str, float]) -> None:
+        if step == 7:
+            raise KeyboardInterrupt
+
+    ckpt = str(tmp_path / "ckpt")
+    with pytest.raises(KeyboardInterrupt):
+        train_imitation(_small_diffusion(states), windows, config(checkpoint_dir=ckpt, checkpoint_every=3),
+                        evaluate=evaluate, callback=kill_at_step_7)  # fmt: skip
+    assert sorted(p.name for p in (tmp_path / "ckpt" / "checkpoints").iterdir()) == [
+        "latest", "step_0000000003", "step_0000000006",
+    ]  # fmt: skip
+    resumed = _small_diffusion(states)  # a new process: fresh weights, the global RNG elsewhere
+    torch.manual_seed(123)
+    history = train_imitation(resumed, windows, config(checkpoint_dir=ckpt, checkpoint_every=3), evaluate=evaluate)
+    for name, value in straight.state_dict().items():  # the EMA copy and its step count included
+        torch.testing.assert_close(resumed.state_dict()[name], value, rtol=0, atol=0, msg=name)
+    drop = ("time/elapsed_s",)
+    assert [{k: v for k, v in h.items() if k not in drop} for h in history] == [
+        {k: v for k, v in h.items() if k not in drop} for h in expected
+    ]
+    assert [h["step"] for h in history] == list(map(float, range(1, 10)))
+    done = train_imitation(_small_diffusion(states), windows, config(checkpoint_dir=ckpt), evaluate=evaluate)
+    assert done == history  # finished: nothing retrained, the metrics returned
+    with pytest.raises(ValueError, match="another imitation run"):
+        train_imitation(_small_diffusion(states), windows, config(checkpoint_dir=ckpt, seed=1))
+
+
 def test_bc_command_trains_on_a_collected_dataset_and_saves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
