@@ -148,11 +148,12 @@ class ReactiveAgents:
         self.moving = np.zeros((n, num_agents), bool)  # agents that move at all in their log
         self.cursor = np.zeros((n, num_agents), np.int64)  # path index at or before the station
         # per-agent floats, one [N, A] view each of a slot's rows
-        self.state = np.zeros((n, STATE_FIELDS, num_agents))
-        self.arc_end = self.state[:, ARC_END]  # the path's length: agents stop there
-        self.first_station, self.first_speed = self.state[:, FIRST_STATION], self.state[:, FIRST_SPEED]
-        self.station, self.speed = self.state[:, STATION], self.state[:, SPEED]
-        self.desired_speed = self.state[:, DESIRED_SPEED]
+        # field-major, so each [N, A] view is contiguous (what the stepping kernels read)
+        self.state = np.zeros((STATE_FIELDS, n, num_agents))
+        self.arc_end = self.state[ARC_END]  # the path's length: agents stop there
+        self.first_station, self.first_speed = self.state[FIRST_STATION], self.state[FIRST_SPEED]
+        self.station, self.speed = self.state[STATION], self.state[SPEED]
+        self.desired_speed = self.state[DESIRED_SPEED]
         self.size = np.zeros((n, num_agents, 2))
 
     def load(
@@ -167,10 +168,9 @@ class ReactiveAgents:
             raise ValueError(
                 f"scene log has {num_steps} steps and {num_agents} agents; slots hold {self.capacity}"
             )
-        load_slot(
-            np.ascontiguousarray(pose), np.ascontiguousarray(speed), np.ascontiguousarray(valid, np.bool_),
-            np.ascontiguousarray(size), start, int(self.count[slot]), self.track[slot],
-            self.path_valid[slot], self.state[slot], self.first_valid[slot], self.cursor[slot],
+        load_slot(  # strided logs are read in place (the kernel reads each element once)
+            np.asarray(pose), np.asarray(speed), np.asarray(valid, np.bool_), np.asarray(size), start, int(self.count[slot]), self.track[slot],
+            self.path_valid[slot], self.state[:, slot], self.first_valid[slot], self.cursor[slot],
             self.moving[slot], self.size[slot], self.pose[slot],
         )  # fmt: skip
         self.count[slot] = num_agents

@@ -234,6 +234,9 @@ def advance_on_paths(
                     new_speed = max(speed[n, a] + acceleration * dt, 0.0)
                 station[n, a] += 0.5 * (speed[n, a] + new_speed) * dt
                 speed[n, a] = new_speed
+        # a second pass over the paths: its loads (scattered over the tracks, rarely in cache) do not
+        # wait behind the IDM arithmetic, so many are in flight at once
+        for a in range(count[n]):
             index = cursor[n, a]
             for _ in range(3):
                 following = min(index + 1, last)

@@ -230,7 +230,7 @@ class DrivingSimulator:
         self.map_index[slot] = assets.raster_index
         self.episode_steps[slot] = scene.episode_steps
         self.command[slot] = scene.route.command
-        if isinstance(self.model, LogTrafficModel):
+        if self.model is not None and isinstance(self.model, LogTrafficModel):  # a Protocol: slow to test
             self.model.load_log(
                 slot,
                 TrafficLog(
