@@ -57,7 +57,8 @@ from omnigym.platform.runtime.processes import map_in_processes
 
 DURATIONS = {
     "quick": "about 8 min (both envs, beside two other jobs)",
-    "full": "57 min (pusht only, 50 test episodes, before --envs)",
+    "full": "hours: not yet run whole under the 500-episode protocol (pusht alone with 50 test "
+    "episodes: 57 min); --out DIR runs it in parts",
 }
 """Full run on a 2-core CPU: docs/policies.md and README.md."""
 
