@@ -181,6 +181,8 @@ def behaviour_policies(task: str, config: RecipeConfig, quick: bool, need_expert
                        "normalized_score": normalized_score(task, value)}  # fmt: skip
         if kind == "medium":
             _write_replay(trainer, task, config, quick)
+        root.mkdir(parents=True, exist_ok=True)
+        index_path.write_text(json.dumps(index, indent=2))  # now: a killed run keeps what it reached
 
     def after_eval(_: Any) -> bool:
         assert trainer.last_eval is not None
@@ -214,6 +216,7 @@ def behaviour_policies(task: str, config: RecipeConfig, quick: bool, need_expert
 
 def _sac_trainer(task: str, config: RecipeConfig, run_dir: Path, budget: int) -> OffPolicyTrainer:
     """A fresh SAC run (``off_policy`` trainer, ``budget`` env steps) on the task's env in ``run_dir``."""
+    from omnigym.core.config import config_to_dict
     from omnigym.platform.experiment import build_experiment
     from omnigym.platform.trainers.off_policy import OffPolicyTrainer
 
@@ -232,8 +235,31 @@ def _sac_trainer(task: str, config: RecipeConfig, run_dir: Path, budget: int) ->
             "log": {"every_steps": config.eval_every, "progress": True, "tensorboard": False},
         }
     )  # fmt: skip
-    shutil.rmtree(run_dir, ignore_errors=True)
-    return OffPolicyTrainer(experiment, run_dir)
+    resume = _resumable(run_dir, config_to_dict(experiment))
+    if resume:
+        print(f"[omnigym] datasets make {task}: continuing the SAC run killed in {run_dir}", file=sys.stderr)
+    else:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return OffPolicyTrainer(experiment, run_dir, resume=resume)
+
+
+def _resumable(run_dir: Path, config: dict[str, Any]) -> bool:
+    """Whether ``run_dir`` holds an unfinished SAC run of exactly ``config`` with a checkpoint to resume.
+
+    Behaviour runs take hours on a CPU; one killed part-way (Ctrl-C, a closed session) continues
+    from its last checkpoint (every 10 minutes, with the replay buffer) instead of starting over.
+    """
+    import yaml
+
+    from omnigym.platform.checkpoint import latest_checkpoint
+    from omnigym.platform.run_dirs import CONFIG_FILE, RESULTS_FILE
+
+    if (run_dir / RESULTS_FILE).exists() or latest_checkpoint(run_dir) is None:
+        return False
+    try:
+        return bool(yaml.safe_load((run_dir / CONFIG_FILE).read_text()) == config)
+    except (OSError, yaml.YAMLError):
+        return False
 
 
 def _best_policy_as_expert(trainer: OffPolicyTrainer, task: str, root: Path) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import minari
@@ -57,3 +58,37 @@ def test_every_kind_end_to_end_on_a_tiny_budget(tmp_path: Path, monkeypatch: pyt
     combined = minari.load_dataset(dataset_id("hopper", "medium-expert", quick=True))
     assert combined.total_steps == cards["medium"]["steps"] + cards["expert"]["steps"]
     assert (tmp_path / "cache" / "d4rl" / "hopper-quick" / "policies.json").is_file()
+
+
+def test_a_killed_behaviour_run_continues_from_its_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C (or a closed session) in the SAC run: the next ``make`` resumes it, not a fresh run."""
+    import os
+    import signal
+
+    from omnigym.platform.interrupts import TrainingInterrupted
+    from omnigym.platform.trainers.off_policy import OffPolicyTrainer
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "datasets"))
+    monkeypatch.setenv("OMNIGYM_CACHE", str(tmp_path / "cache"))
+    config = RecipeConfig(steps=150, medium_budget=300, expert_budget=300, eval_every=100)
+    evaluate = OffPolicyTrainer.evaluate
+
+    def interrupted_at_200(self: OffPolicyTrainer, video: bool = False) -> dict[str, float]:
+        if self.steps == 200:
+            os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C: the loop checkpoints and stops
+        return evaluate(self, video)
+
+    monkeypatch.setattr(OffPolicyTrainer, "evaluate", interrupted_at_200)
+    with pytest.raises(TrainingInterrupted):
+        make_dataset("hopper", "medium-replay", quick=True, config=config)
+    run = tmp_path / "cache" / "d4rl" / "hopper-quick" / "sac_run"
+    assert not (tmp_path / "cache" / "d4rl" / "hopper-quick" / "policies.json").exists()
+    monkeypatch.setattr(OffPolicyTrainer, "evaluate", evaluate)
+    capfd.readouterr()
+    card = make_dataset("hopper", "medium-replay", quick=True, config=config)
+    assert f"resuming {run} from step_0000000200" in capfd.readouterr().err
+    assert card["steps"] == 300 and card["source"]["sac_steps"] == 300  # the whole run's buffer
+    logged = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert logged == [100, 200, 300]  # continued at 200: no second start from step 0
