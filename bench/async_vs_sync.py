@@ -72,9 +72,10 @@ from _async_workloads import (
     tiny_model,
 )
 
-DURATIONS = {"quick": "not recorded", "full": "not recorded"}
-"""Not timed in this form: the quick run with the process-worker row took 9 min on 2 idle cores
-(docs/runtime.md, "Benchmark: omnigym bench async_vs_sync"); the row has since left the quick set."""
+DURATIONS = {"quick": "about 7.5 min (beside two training jobs)", "full": "not recorded"}
+"""Quick: timed 2026-12-03 on the 2-core CPU beside two training jobs (its own workers loading it
+further). Full: not timed in its present form (docs/runtime.md's 10 min predates the long-tail and
+VLM workloads)."""
 
 
 def experiment(runtime: str, setting: dict[str, Any], steps: int, seed: int, run_dir: Path) -> Any:

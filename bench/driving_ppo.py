@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-DURATIONS = {"quick": "not recorded", "full": "training alone 505 s"}
-"""On the 2-core CPU of README.md, "Benchmarks: the driving pseudo-simulator"; no whole run timed."""
+DURATIONS = {"quick": "about 2 min (beside two training jobs)", "full": "training alone 505 s"}
+"""On the 2-core CPU of README.md, "Benchmarks: the driving pseudo-simulator"; no whole full run
+timed; quick timed 2026-12-03 beside two training jobs."""
 
 ENV_ID = "omnigym/Driving-v0"
 EVAL_SEED = 1_000_000

@@ -47,8 +47,12 @@ from typing import Any
 
 import numpy as np
 
-DURATIONS = {"quick": "not recorded", "full": "about 55 min"}
-"""On the 2-core CPU, one torch thread: docs/algorithms/offline.md, Figures; quick: "a few minutes"."""
+DURATIONS = {
+    "quick": "about 2 min, quick dataset already made (beside two training jobs)",
+    "full": "about 55 min",
+}
+"""On the 2-core CPU, one torch thread: docs/algorithms/offline.md, Figures; quick timed 2026-12-03 beside
+two training jobs."""
 
 REPO = Path(__file__).resolve().parents[1]
 ALGOS = {"iql": "iql_actor", "td3bc": "td3_actor"}  # algorithm -> policy config in configs/policy

@@ -64,8 +64,9 @@ from typing import Any
 
 import torch
 
-DURATIONS = {"quick": "not recorded", "full": "about 1 h 50 min (--jobs 2)"}
-"""On a 2-core CPU: docs/policies.md, "PPO with a critic" (7 seeds at about 25 min each, two at a time)."""
+DURATIONS = {"quick": "about 4 min (beside two training jobs)", "full": "about 1 h 50 min (--jobs 2)"}
+"""On a 2-core CPU: docs/policies.md, "PPO with a critic" (7 seeds at about 25 min each, two at a time);
+quick timed 2026-12-03 beside two training jobs."""
 
 ENV_ID = "omnigym/PushCube-v0"
 ENV_KWARGS: dict[str, Any] = {"obs_keys": ["state"], "reward_type": "sparse"}

@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-DURATIONS = {"quick": "not recorded", "full": "not recorded"}
-"""No run time recorded (docs/envs/driving.md has the run's PDMS and speed, not its duration)."""
+DURATIONS = {"quick": "about 115 s (beside two training jobs)", "full": "not recorded"}
+"""Quick: timed 2026-12-03 on the 2-core CPU beside two training jobs; full: not timed."""
 
 ENV_ID = "omnigym/DrivingPlan-v0"
 EVAL_SEED = 1_000_000

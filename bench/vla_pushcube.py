@@ -47,7 +47,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pushcube_rl_finetune as base
 
-DURATIONS = {"quick": "not recorded", "full": "about 85 min a seed (3 seeds as 3 processes, 2 cores)"}
+DURATIONS = {
+    "quick": "about 7 min (beside two training jobs)",
+    "full": "about 85 min a seed (3 seeds as 3 processes, 2 cores)",
+}
 """Full: each of seeds 0-2 in its own one-thread process, the three on two cores, 2026-12-03
 (docs/policies.md, "VLA on PushCube's pixels")."""
 

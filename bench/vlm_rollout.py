@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import torch
 
-DURATIONS = {"quick": "not recorded", "full": "not recorded"}
-"""No run time recorded (docs/policies.md times one 6 s rollout inside it, not the run)."""
+DURATIONS = {"quick": "about 30 s (beside two training jobs)", "full": "not recorded"}
+"""Quick: timed 2026-12-03 on the 2-core CPU beside two training jobs; full: not timed."""
 
 ENV_ID = "omnigym/GUI-ClickButton-v0"
 MAX_NEW_TOKENS = 32

@@ -37,8 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-DURATIONS = {"quick": "not recorded", "full": "12 min"}
-"""On 2 CPU cores: README.md and docs/policies.md (the usage line says "about 15 min"); quick untimed."""
+DURATIONS = {"quick": "about 6.5 min (beside two training jobs)", "full": "12 min"}
+"""On 2 CPU cores: README.md and docs/policies.md (the usage line says "about 15 min"); quick
+timed 2026-12-03 beside two training jobs."""
 
 ENV_ID = "omnigym/NumberLine-v0"
 ENV_KWARGS = {"action_space": "text", "obs_keys": ["image", "text"], "instructions": False}
