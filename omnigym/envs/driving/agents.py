@@ -168,10 +168,11 @@ class ReactiveAgents:
             raise ValueError(
                 f"scene log has {num_steps} steps and {num_agents} agents; slots hold {self.capacity}"
             )
-        load_slot(  # strided logs are read in place (the kernel reads each element once)
-            np.asarray(pose), np.asarray(speed), np.asarray(valid, np.bool_), np.asarray(size), start, int(self.count[slot]), self.track[slot],
-            self.path_valid[slot], self.state[:, slot], self.first_valid[slot], self.cursor[slot],
-            self.moving[slot], self.size[slot], self.pose[slot],
+        # strided logs are read in place (the kernel reads each element once)
+        load_slot(
+            np.asarray(pose), np.asarray(speed), np.asarray(valid, np.bool_), np.asarray(size), start,
+            int(self.count[slot]), self.track[slot], self.path_valid[slot], self.state[:, slot],
+            self.first_valid[slot], self.cursor[slot], self.moving[slot], self.size[slot], self.pose[slot],
         )  # fmt: skip
         self.count[slot] = num_agents
         self.clock[slot] = start

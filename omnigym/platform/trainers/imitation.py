@@ -85,8 +85,10 @@ class ImitationConfig:
 
     def resume_key(self) -> dict[str, Any]:
         """The settings a checkpoint must have been written under to be resumed by this run."""
-        keys = ("steps", "batch_size", "learning_rate", "betas", "weight_decay", "warmup_steps",
-                "max_grad_norm", "seed", "eval_every", "eval_episodes", "eval_seed", "successful_only")  # fmt: skip
+        keys = (
+            "steps", "batch_size", "learning_rate", "betas", "weight_decay", "warmup_steps",
+            "max_grad_norm", "seed", "eval_every", "eval_episodes", "eval_seed", "successful_only",
+        )  # fmt: skip
         return {key: list(v) if isinstance(v := getattr(self, key), tuple) else v for key in keys}
 
 
@@ -163,7 +165,8 @@ def train_imitation(
             if callback is not None:
                 callback(step, metrics)
         if config.checkpoint_dir and (last or step % config.checkpoint_every == 0):
-            _checkpoint(config, step, time.perf_counter() - start, policy, optimizer, schedule, rng, history, best)
+            elapsed = time.perf_counter() - start
+            _checkpoint(config, step, elapsed, policy, optimizer, schedule, rng, history, best)
     policy.eval()
     policy.reset()
     return history
@@ -190,9 +193,13 @@ def _checkpoint(
         policy=policy,
         algorithm_state={"optimizer": optimizer.state_dict(), "schedule": schedule.state_dict()},
         trainer_state={
-            "settings": config.resume_key(), "step": step, "elapsed_s": elapsed, "history": history,
-            "best": list(best) if best is not None else None, "window_rng": rng.bit_generator.state,
-        },  # fmt: skip
+            "settings": config.resume_key(),
+            "step": step,
+            "elapsed_s": elapsed,
+            "history": history,
+            "best": list(best) if best is not None else None,
+            "window_rng": rng.bit_generator.state,
+        },
         rng_state=capture_rng_state(),
     )
 

@@ -103,7 +103,8 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_uninterrupted_o
     windows = DemoWindows({"state": states}, target(states), np.arange(64), n_obs_steps=1, horizon=4)
 
     def evaluate(p: DiffusionPolicy) -> dict[str, float]:
-        return {"eval/success_rate": 0.0, "eval/return_mean": float(sum(v.detach().sum() for v in p.parameters()))}
+        total = float(sum(v.detach().sum() for v in p.parameters()))
+        return {"eval/success_rate": 0.0, "eval/return_mean": total}
 
     def config(**kwargs: object) -> ImitationConfig:
         return ImitationConfig(steps=9, batch_size=16, learning_rate=3e-3, warmup_steps=2, log_every=1,
@@ -125,7 +126,8 @@ def test_a_killed_run_resumes_from_its_checkpoint_and_ends_as_an_uninterrupted_o
     ]  # fmt: skip
     resumed = _small_diffusion(states)  # a new process: fresh weights, the global RNG elsewhere
     torch.manual_seed(123)
-    history = train_imitation(resumed, windows, config(checkpoint_dir=ckpt, checkpoint_every=3), evaluate=evaluate)
+    resuming = config(checkpoint_dir=ckpt, checkpoint_every=3)
+    history = train_imitation(resumed, windows, resuming, evaluate=evaluate)
     for name, value in straight.state_dict().items():  # the EMA copy and its step count included
         torch.testing.assert_close(resumed.state_dict()[name], value, rtol=0, atol=0, msg=name)
     drop = ("time/elapsed_s",)
