@@ -2,7 +2,7 @@
 
 :class:`~omnigym.envs.driving.agents.ReactiveAgents` calls these once per 0.1 s step for all slots.
 Each loops over slots and agents directly instead of building ``[N, A, C]`` pairwise arrays: with
-them a step of 64 scenes of about 50 vehicles takes 0.8 ms more than replaying the log
+them a step of 64 scenes of about 50 vehicles takes about 0.7 ms more than replaying the log
 (``omnigym bench driving_throughput``, docs/envs/driving.md).
 """
 
