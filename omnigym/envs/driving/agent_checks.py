@@ -10,6 +10,8 @@ its first contact, as NAVSIM's scorer does.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -364,11 +366,16 @@ def ttc_ok_at(
     ignore: np.ndarray,
     tolerated: np.ndarray,
     max_travel: float = np.inf,
+    agent_speed: np.ndarray | None = None,
 ) -> bool:
     """TTC of one ego ``[3]`` against agents over time ``[T, A, ...]`` read at ``time_index [O]``.
 
     ``max_travel`` bounds how far any agent valid at the first offset moves by the others: one
-    farther than that from everywhere the projected ego box reaches is skipped unread.
+    farther than that from everywhere the projected ego box reaches is skipped unread. With
+    ``agent_speed [T, A]``, every offset reads row ``time_index[0]`` and moves the agent on at that
+    speed and heading, as :func:`~omnigym.envs.driving.agents.constant_velocity_forecast` does
+    (reactive traffic: only the agents the ego can reach are forecast); ``max_travel`` then comes
+    from those speeds.
     """
     if abs(ego_speed) < TTC_STOPPED_SPEED:  # _calculate_ttc: a (nearly) stopped ego is never at fault
         return True
@@ -379,6 +386,12 @@ def ttc_ok_at(
     sweep = ego_speed * offsets[-1]  # the ego's centre moves along [0, sweep] on its heading
     low, high = min(sweep, 0.0), max(sweep, 0.0)
     first = time_index[0]
+    if agent_speed is not None:  # the fastest valid agent bounds every forecast's travel
+        fastest = 0.0
+        for a in range(agent_pose.shape[1]):
+            if agent_valid[first, a]:
+                fastest = max(fastest, abs(float(agent_speed[first, a])))
+        max_travel = fastest * offsets[-1]
     ok = True
     for a in range(agent_pose.shape[1]):
         if ignore[a] or tolerated[a]:
@@ -392,10 +405,13 @@ def ttc_ok_at(
             if gap_x * gap_x + gap_y * gap_y > reach * reach:
                 continue
         for o in range(len(offsets)):  # each object is decided at its first overlap
-            t = time_index[o]
+            t = first if agent_speed is not None else time_index[o]
             if not agent_valid[t, a]:
                 continue
-            ax, ay, ah = agent_pose[t, a, 0], agent_pose[t, a, 1], agent_pose[t, a, 2]
+            ax, ay, ah = float(agent_pose[t, a, 0]), float(agent_pose[t, a, 1]), float(agent_pose[t, a, 2])
+            if agent_speed is not None:
+                speed = float(agent_speed[t, a])
+                ax, ay = ax + offsets[o] * (speed * math.cos(ah)), ay + offsets[o] * (speed * math.sin(ah))
             reach = ego_speed * offsets[o]
             if not box_overlap(
                 x + reach * cos, y + reach * sin, heading, length, width,

@@ -282,12 +282,15 @@ def valid_on_paths(
 def forecast_constant_velocity(
     pose: np.ndarray, speed: np.ndarray, times: np.ndarray, out: np.ndarray
 ) -> None:
-    """Poses ``out [N, O, A, 3]`` of agents ``pose [N, A, 3]`` moved on at constant speed and heading."""
+    """Poses ``out [N, O, A, 3]`` of agents ``pose [N, A, 3]`` moved on at constant speed and heading.
+
+    In float64 whatever the inputs, as :func:`~omnigym.envs.driving.agent_checks.ttc_ok_at` forecasts.
+    """
     num_slots, num_agents = speed.shape
     for n in range(num_slots):
         for a in range(num_agents):
-            x, y, heading = pose[n, a, 0], pose[n, a, 1], pose[n, a, 2]
-            vx, vy = speed[n, a] * math.cos(heading), speed[n, a] * math.sin(heading)
+            x, y, heading = float(pose[n, a, 0]), float(pose[n, a, 1]), float(pose[n, a, 2])
+            vx, vy = float(speed[n, a]) * math.cos(heading), float(speed[n, a]) * math.sin(heading)
             for o in range(times.shape[0]):
                 out[n, o, a, 0] = x + times[o] * vx
                 out[n, o, a, 1] = y + times[o] * vy

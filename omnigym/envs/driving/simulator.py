@@ -24,7 +24,6 @@ from omnigym.envs.driving.agents import (
     LogTrafficModel,
     ReactiveAgents,
     TrafficLog,
-    constant_velocity_forecast,
 )
 from omnigym.envs.driving.assets import AssetCache, SceneAssets, build_assets, human_window_scores
 from omnigym.envs.driving.comfort import last_step_weights, savgol_filters
@@ -154,7 +153,6 @@ class DrivingSimulator:
         self.reactive = (
             ReactiveAgents(n, t, a) if self.config.traffic == "idm" and self.model is None else None
         )
-        self._forecast = np.empty((0, 0, 0, 3))  # reused by _agents_ahead
 
     # --- scenes ---------------------------------------------------------------------------------------
     def _build_assets(self, scene: Scene) -> SceneAssets:
@@ -444,7 +442,7 @@ class DrivingSimulator:
     # --- per-step scores ------------------------------------------------------------------------------
     def _step_scores(self) -> np.ndarray:
         """This step's checks of every slot ``[N, len(STEP_COMPONENTS)]`` (see ``step_checks.py``)."""
-        future_pose, future_valid, future_index, travel = self._agents_ahead()
+        future_pose, future_valid, future_index, travel, future_speed = self._agents_ahead()
         out = np.empty((self.n, len(STEP_COMPONENTS)))
         rasters = self.rasters
         score_step(
@@ -457,7 +455,7 @@ class DrivingSimulator:
                 self.ego_pose,
             ),
             (self.agent_pose, self.agent_speed, self.agent_valid, self.agent_size, self.agent_type),
-            (TTC_OFFSETS, future_pose, future_valid, future_index, travel),
+            (TTC_OFFSETS, future_pose, future_valid, future_index, travel, future_speed),
             (self.light_pose, self.light_size, self.light_red),
             (rasters.origin, rasters.resolution, rasters.area, rasters.lane, self.map_index),
             (self.route_points, self.route_station, self.route_index, self.station, self.lateral),
@@ -475,24 +473,18 @@ class DrivingSimulator:
         out[:, len(CHECKS)] = self.plan_ec  # EC: of the plan being driven (1 in control mode)
         return out
 
-    def _agents_ahead(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The agents at the TTC offsets and how far they move by the last one.
+    def _agents_ahead(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """What TTC reads of the agents: ``(pose, valid, time_index [N, O], travel [N], speed)``.
 
-        ``(pose [N, T, A, 3], valid [N, T, A], time_index [N, O], travel [N])``: the log's future
-        when replaying it (read in place), constant-velocity forecasts otherwise.
+        Replaying the log, the logged future at the TTC offsets (read in place, ``speed`` None);
+        otherwise the agents now with their speeds, which the TTC check moves on at constant
+        velocity itself (only for agents within reach of the ego).
         """
-        offsets = np.round(TTC_OFFSETS / DT).astype(np.int64)
         if self.reactive is None and self.model is None:
+            offsets = np.round(TTC_OFFSETS / DT).astype(np.int64)
             time_index = np.minimum(self.time[:, None] + offsets, self.max_steps - 1)
-            return self.agent_pose, self.agent_valid, time_index, self.agent_travel
-        frame = self.agents_now()
-        shape = (self.n, len(offsets), frame.speed.shape[1], 3)
-        if self._forecast.shape != shape:
-            self._forecast = np.empty(shape)
-        future = constant_velocity_forecast(frame, offsets * DT, out=self._forecast)
-        speed = np.abs(np.where(frame.valid, frame.speed, 0.0)).max(axis=1, initial=0.0)
-        rows = np.broadcast_to(np.arange(len(offsets)), (self.n, len(offsets)))
-        return future.pose, future.valid, rows, speed * TTC_OFFSETS[-1]
+            return self.agent_pose, self.agent_valid, time_index, self.agent_travel, None
+        return self.agent_pose, self.agent_valid, self.time[:, None], self.agent_travel, self.agent_speed
 
     # --- windows --------------------------------------------------------------------------------------
     def _start_window(self, idx: np.ndarray) -> None:

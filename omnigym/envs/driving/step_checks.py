@@ -56,9 +56,11 @@ def score_step(
         agents: ``(pose [N, T, A, 3], speed [N, T, A], valid [N, T, A], size [N, A, 2],
             type [N, A])``: the agents over the log, read at ``time``.
         future: ``(offsets [O], pose [N, F, A, 3], valid [N, F, A], index [N, O],
-            max_travel [N])``: seconds ahead that TTC projects the ego; the agents TTC tests, read
-            at rows ``index`` (the row of ``pose`` at each offset); metres an agent moves at most
-            from the first offset to the others.
+            max_travel [N], speed)``: seconds ahead that TTC projects the ego; the agents TTC
+            tests, read at rows ``index`` (the row of ``pose`` at each offset); metres an agent
+            moves at most from the first offset to the others. ``speed``: None (``pose`` holds the
+            future, a log's), or ``[N, F, A]``: the agents at row ``index[:, 0]`` are moved on at
+            constant velocity (reactive traffic; ``max_travel`` is not read).
         lights: ``(pose [N, K, 3], size [N, K, 2], red [N, T, K])``: red-light stop boxes, and
             red lights over the log, read at ``time``.
         raster: ``(origin [M, 2], resolution, area [M, H, W], lane [M, H, W], index [N])``: the
@@ -122,7 +124,7 @@ def _agent_checks(
     """Slot ``n``'s NC and whether its TTC holds; adds the objects it overlaps to ``collided``."""
     pose, speed, size, rear_axle, time, _ = ego
     agent_pose, agent_speed, agent_valid, agent_size, agent_type = agents
-    offsets, future_pose, future_valid, future_index, max_travel = future
+    offsets, future_pose, future_valid, future_index, max_travel, future_speed = future
     collided, ttc_tolerated = running[0], running[1]
     t = time[n]
     colliding = np.zeros(agent_pose.shape[2], np.bool_)
@@ -155,8 +157,17 @@ def _agent_checks(
         collided[n],
         ttc_tolerated[n],
         max_travel[n],
+        _row(future_speed, n),
     )
     return nc, ttc
+
+
+@njit(cache=True)
+def _row(values: np.ndarray | None, n: int) -> np.ndarray | None:
+    """``values[n]``, or None for None (the branch is pruned at compile time)."""
+    if values is None:
+        return None
+    return values[n]
 
 
 @njit(cache=True)

@@ -94,3 +94,44 @@ def test_compiled_step_checks_match_the_building_blocks(driving_kwargs, traffic)
             seen[name].update(expected[name].tolist())
     # the rollout crossed both outcomes of these checks
     assert all(values == {0.0, 1.0} for values in seen.values()), seen
+
+
+def test_ttc_forecasts_reactive_agents_like_the_constant_velocity_forecast():
+    """TTC on agents now plus their speeds (reactive traffic) equals TTC on their forecast poses.
+
+    Random egos and agents near them, moving in all directions: many agents first overlap the
+    projected ego at a later offset, so forecasting them the wrong way would change the outcome.
+    """
+    from omnigym.envs.driving.agent_checks import ttc_ok_at
+    from omnigym.envs.driving.agents import AgentFrame
+
+    rng = np.random.default_rng(0)
+    offsets = np.asarray(metrics.TTC_OFFSETS)
+    ego_size, rear_axle = np.array([4.6, 2.0]), 1.5
+    outcomes, tolerated_any = [], False
+    for _ in range(400):
+        num_agents = 6
+        pose = np.zeros((1, num_agents, 3), np.float32)
+        pose[0, :, :2] = rng.uniform(-15, 25, (num_agents, 2))
+        pose[0, :, 2] = rng.uniform(-np.pi, np.pi, num_agents)
+        speed = rng.uniform(0, 15, (1, num_agents)).astype(np.float32)
+        valid = rng.random((1, num_agents)) < 0.9
+        size = np.tile([4.5, 1.9], (num_agents, 1))
+        ego_pose, ego_speed = np.array([0.0, 0.0, rng.uniform(-0.3, 0.3)]), rng.uniform(2, 15)
+        future = constant_velocity_forecast(AgentFrame(pose, speed, valid), offsets)
+        results = []
+        for inline in (False, True):
+            tolerated = np.zeros(num_agents, bool)
+            ok = ttc_ok_at(
+                ego_pose, ego_speed, ego_size, rear_axle, offsets,
+                pose[0][None] if inline else future.pose[0],
+                valid[0][None] if inline else np.ascontiguousarray(future.valid[0]),
+                np.zeros(len(offsets), np.int64) if inline else np.arange(len(offsets)),
+                size, False, np.zeros(num_agents, bool), tolerated,
+                np.inf, speed[0][None] if inline else None,
+            )  # fmt: skip
+            results.append((ok, tolerated.tolist()))
+        assert results[0] == results[1]
+        outcomes.append(results[0][0])
+        tolerated_any |= any(results[0][1])
+    assert {True, False} <= set(outcomes) and tolerated_any
