@@ -138,8 +138,9 @@ class ReactiveAgents:
     def _allocate(self, num_steps: int, num_agents: int) -> None:
         n = self.num_slots
         # logged (x, y, heading, arc length along the path), one record per sample: an agent's look-ups
-        # around its cursor share cache lines
-        self.track = np.zeros((n, num_agents, num_steps, TRACK_FIELDS))
+        # around its cursor share cache lines; float32 like the agents' history, so half the bytes
+        # (the path advance waits on these loads: 0.16 -> 0.125 ms for 64 scenes)
+        self.track = np.zeros((n, num_agents, num_steps, TRACK_FIELDS), np.float32)
         self.path_valid = np.zeros((n, num_steps, num_agents), bool)  # by step: a frame's row is contiguous
         self.pose = np.zeros((n, num_agents, 3))  # where each agent is now
         self.count = np.zeros(n, np.int64)  # agents in each slot's log (the rest is padding)
