@@ -23,11 +23,13 @@ figures are on) and the observations of ``--obs``:
 
 ``--obs image`` clones from ``omnigym/GymPushTPixels-v0`` (96x96 images and the agent's position,
 LeRobot's observations; gym_pusht only: omnigym's MuJoCo pixel env also carries the full state).
+``--obs keypoints`` clones from ``omnigym/GymPushTKeypoints-v0`` (the T's 8 corners and the
+agent's position: the Diffusion Policy paper's low-dimensional PushT; gym_pusht only).
 
 Last line: one JSON object; ``ratio`` = diffusion's chunk latency / MeanFlow's, ``figures`` per
 env, and the success rates and coverages of each policy and checkpoint.
 
-Usage: ``omnigym bench pusht_bc [--quick] [--envs pusht,gym_pusht] [--obs state|image]
+Usage: ``omnigym bench pusht_bc [--quick] [--envs pusht,gym_pusht] [--obs state|image|keypoints]
 [--test-episodes N] [--jobs N] [--out DIR]``. Full: 1,000 demonstrations, 12,000 BC steps of 128 windows
 per policy, 500 test episodes per checkpoint; quick: 20 demonstrations, 300 steps of 32, 10
 test episodes. Both use a CPU-sized U-Net (``CPU_NET``, 1.6 M parameters; the configs' is 6.3 M);
@@ -68,6 +70,7 @@ ENVS = {
     "gym_pusht": {
         "state": "omnigym/GymPushT-v0",
         "image": "omnigym/GymPushTPixels-v0",
+        "keypoints": "omnigym/GymPushTKeypoints-v0",
         "expert": "gym_pusht_expert",
     },
 }
@@ -297,7 +300,7 @@ def main() -> None:
         "--quick", action="store_true", help="20 demonstrations, 300 BC steps, 10 test episodes"
     )
     parser.add_argument("--envs", default="pusht,gym_pusht", help="comma-separated: pusht, gym_pusht")
-    parser.add_argument("--obs", choices=("state", "image"), default="state")
+    parser.add_argument("--obs", choices=("state", "image", "keypoints"), default="state")
     parser.add_argument("--test-episodes", type=int, default=0, help="per checkpoint (0: 500, quick 10)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument(
@@ -321,9 +324,13 @@ def main() -> None:
         parser.error(f"--envs takes {', '.join(ENVS)}; got {args.envs!r}")
     without = [name for name in envs if args.obs not in ENVS[name]]
     if without:
+        why = {
+            "image": "omnigym/PushTPixels-v0 also carries the full state",
+            "keypoints": "omnigym/PushT-v0's state already holds the block's pose",
+        }[args.obs]
         parser.error(
             f"--obs {args.obs} runs on {', '.join(n for n in ENVS if args.obs in ENVS[n])} only "
-            f"(omnigym/PushTPixels-v0 also carries the full state); drop {', '.join(without)} from --envs"
+            f"({why}); drop {', '.join(without)} from --envs"
         )
     jobs = args.jobs or (2 if args.device == "cpu" and not args.quick else 1)
     if jobs < 1:

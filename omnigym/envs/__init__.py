@@ -85,6 +85,11 @@ _OMNIGYM_ENVS: list[tuple[str, str, dict]] = [
     # LeRobot's gym-pusht (pymunk) under omnigym's conventions (docs/envs/manipulation-adapters.md)
     ("omnigym/GymPushT-v0", _GYM_PUSHT, {"max_episode_steps": 300}),
     ("omnigym/GymPushTPixels-v0", _GYM_PUSHT, {"max_episode_steps": 300, "kwargs": {"obs_type": "pixels"}}),
+    (
+        "omnigym/GymPushTKeypoints-v0",
+        _GYM_PUSHT,
+        {"max_episode_steps": 300, "kwargs": {"obs_type": "keypoints"}},
+    ),
     # batched torch reach in Isaac Lab's conventions (docs/envs/manipulation-adapters.md):
     # vectorization `vector` gives the torch env that stays on its device, `sync` NumPy copies
     (

@@ -81,7 +81,11 @@ observations must hold, the shape of its actions). Others get every pair ``check
 DRIVING_ENVS = ("omnigym/Driving-v0", "omnigym/DrivingPlan-v0")  # control (2,) and plan (8, 3) actions
 POLICY_ENVS: dict[str, tuple[str, ...]] = {
     "pusht_expert": ("omnigym/PushT-v0",),
-    "gym_pusht_expert": ("omnigym/GymPushT-v0", "omnigym/GymPushTPixels-v0"),  # privileged expert_state
+    "gym_pusht_expert": (  # privileged expert_state
+        "omnigym/GymPushT-v0",
+        "omnigym/GymPushTPixels-v0",
+        "omnigym/GymPushTKeypoints-v0",
+    ),
     "reach_expert": ("omnigym/Reach-v0",),
     "pushcube_expert": ("omnigym/PushCube-v0",),
     "pickplace_expert": ("omnigym/PickPlace-v0",),

@@ -8,6 +8,10 @@ of the same task with other dynamics). What the adapter changes, and nothing els
   y, block x, y, block angle; pixels and radians); ``obs_type="pixels"`` gives ``image`` (the
   ``image_size`` square RGB frame, 96 by default) and ``state`` = the agent's position (2 values),
   gym-pusht's ``pixels_agent_pos``, what LeRobot's image Diffusion Policy reads;
+  ``obs_type="keypoints"`` gives ``state`` = the 8 corners of the T (x, y each, pixels) then the
+  agent's position: 18 values, gym-pusht's ``environment_state_agent_pos``, the low-dimensional
+  observation of the Diffusion Policy paper's state runs (the 5-value state's block angle wraps
+  from 2 pi to 0, which keypoints avoid);
 * the action is omnigym's [-1, 1] Box, scaled to gym-pusht's absolute agent target in [0, 512]²
   (``256 + 256 a``); a NaN or infinite action raises ``ValueError``;
 * ``info`` carries ``is_success`` (coverage above 95 %, when gym-pusht also ends the episode),
@@ -35,7 +39,11 @@ from gymnasium import spaces
 from omnigym.core.types import OBS_IMAGE, OBS_STATE
 from omnigym.envs.manipulation import pusht
 
-OBS_TYPES = ("state", "pixels")
+OBS_TYPES = ("state", "pixels", "keypoints")
+RAW_OBS_TYPES = {"state": "state", "pixels": "pixels_agent_pos", "keypoints": "environment_state_agent_pos"}
+"""gym-pusht's ``obs_type`` behind each of the adapter's."""
+NUM_KEYPOINTS = 8
+"""Corners of the T (two rectangles of four) in the ``keypoints`` observation."""
 EXPERT_STATE = "expert_state"
 """Privileged key: agent x, y, vx, vy; block x, y, angle; goal x, y, angle (pixels, pixels/s, rad)."""
 EXPERT_STATE_DIM = 10
@@ -151,7 +159,7 @@ class GymPushTEnv(gym.Env[dict[str, Any], np.ndarray]):
         self.obs_type = obs_type
         self.privileged = tuple(privileged)
         self._env = _import_gym_pusht()(
-            obs_type="state" if obs_type == "state" else "pixels_agent_pos",
+            obs_type=RAW_OBS_TYPES[obs_type],
             render_mode="rgb_array",
             observation_width=image_size,
             observation_height=image_size,
@@ -164,6 +172,8 @@ class GymPushTEnv(gym.Env[dict[str, Any], np.ndarray]):
             low = np.array([-np.inf] * 4 + [0.0], np.float32)
             high = np.array([np.inf] * 4 + [2 * np.pi], np.float32)
             keys[OBS_STATE] = spaces.Box(low, high, dtype=np.float32)
+        elif obs_type == "keypoints":
+            keys[OBS_STATE] = spaces.Box(-np.inf, np.inf, (2 * NUM_KEYPOINTS + 2,), np.float32)
         else:
             keys[OBS_IMAGE] = spaces.Box(0, 255, (image_size, image_size, 3), np.uint8)
             keys[OBS_STATE] = spaces.Box(-np.inf, np.inf, (2,), np.float32)
@@ -212,6 +222,9 @@ class GymPushTEnv(gym.Env[dict[str, Any], np.ndarray]):
     def _observation(self, raw: Any) -> dict[str, Any]:
         if self.obs_type == "state":
             obs: dict[str, Any] = {OBS_STATE: np.asarray(raw, dtype=np.float32)}
+        elif self.obs_type == "keypoints":
+            state = np.concatenate([raw["environment_state"], raw["agent_pos"]])
+            obs = {OBS_STATE: state.astype(np.float32)}
         else:
             obs = {
                 OBS_IMAGE: np.ascontiguousarray(raw["pixels"], dtype=np.uint8),

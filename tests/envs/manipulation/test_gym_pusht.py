@@ -41,6 +41,30 @@ def test_state_and_pixel_spaces() -> None:
     assert env.spec.max_episode_steps == pixels.spec.max_episode_steps == 300  # type: ignore[union-attr]
 
 
+def test_keypoints_are_the_ts_corners_and_the_agent() -> None:
+    """``keypoints``: 8 corners of the T where the block is, then the agent (the 5-value state's)."""
+    keypoints = make_env("omnigym/GymPushTKeypoints-v0", privileged=[EXPERT_STATE])
+    state = make_env("omnigym/GymPushT-v0")
+    rng = np.random.default_rng(0)
+    obs, _ = keypoints.reset(seed=3)
+    reference, _ = state.reset(seed=3)
+    for _ in range(20):
+        corners = obs["state"][:16].reshape(8, 2).astype(np.float64)
+        np.testing.assert_allclose(obs["state"][16:], reference["state"][:2])
+        block_x, block_y, angle = obs[EXPERT_STATE][4:7]
+        # the bar's outer edge (corners 0, 1) is 120 px wide; the stem (corners 4 to 7) 30 by 90
+        assert np.linalg.norm(corners[0] - corners[1]) == pytest.approx(120, abs=1e-3)
+        assert np.linalg.norm(corners[4] - corners[5]) == pytest.approx(30, abs=1e-3)
+        assert np.linalg.norm(corners[5] - corners[6]) == pytest.approx(90, abs=1e-3)
+        # both rectangles turn with the block about its frame's origin
+        bar_centre = corners[:4].mean(axis=0) - (block_x, block_y)
+        np.testing.assert_allclose(bar_centre, [-15 * math.sin(angle), 15 * math.cos(angle)], atol=1e-2)
+        action = rng.uniform(-0.5, 0.5, 2).astype(np.float32)
+        obs, *_ = keypoints.step(action)
+        reference, *_ = state.step(action)
+    assert keypoints.observation_space["state"].shape == (18,)
+
+
 def test_action_scales_to_the_agent_target_and_bad_actions_are_refused() -> None:
     env = GymPushTEnv(privileged=[EXPERT_STATE])
     env.reset(seed=3)
@@ -56,7 +80,7 @@ def test_action_scales_to_the_agent_target_and_bad_actions_are_refused() -> None
     with pytest.raises(ValueError, match="privileged"):
         GymPushTEnv(privileged=["block_pose"])
     with pytest.raises(ValueError, match="obs_type"):
-        GymPushTEnv(obs_type="keypoints")
+        GymPushTEnv(obs_type="environment_state")
 
 
 def test_max_coverage_is_the_running_maximum_of_the_steps_coverage() -> None:
@@ -100,12 +124,14 @@ def test_action_to_reach_puts_the_agent_on_the_target_in_one_step() -> None:
         np.testing.assert_allclose(obs[EXPERT_STATE][0:2], target, atol=1e-3)
 
 
-@pytest.mark.parametrize("env_id", ["omnigym/GymPushT-v0", "omnigym/GymPushTPixels-v0"])
+@pytest.mark.parametrize(
+    "env_id", ["omnigym/GymPushT-v0", "omnigym/GymPushTPixels-v0", "omnigym/GymPushTKeypoints-v0"]
+)
 def test_expert_solves_gym_pusht(env_id: str) -> None:
     cls = POLICIES.get("gym_pusht_expert")
     env = make_env(env_id, privileged=[EXPERT_STATE])
     expert = cls(cls.config_class(), env.observation_space, env.action_space)
-    episodes = 40 if env_id.endswith("T-v0") else 8
+    episodes = 40 if env_id.endswith("T-v0") else 8  # pixels render; keypoints: the same dynamics
     summary = evaluate_policy(
         expert, env_id, episodes=episodes, seed=0, num_envs=4, env_kwargs={"privileged": [EXPERT_STATE]}
     ).summary()
