@@ -60,8 +60,8 @@ from omnigym.platform.runtime.processes import map_in_processes
 
 DURATIONS = {
     "quick": "about 8 min (both envs, beside two other jobs)",
-    "full": "hours: not yet run whole under the 500-episode protocol (pusht alone with 50 test "
-    "episodes: 57 min); --out DIR runs it in parts",
+    "full": "hours: state on both envs about 4 h of BC and 1 h of scoring beside other jobs, run in "
+    "parts with --out DIR; the image run many more (docs/policies.md)",
 }
 """Full run on a 2-core CPU: docs/policies.md and README.md."""
 
