@@ -39,9 +39,9 @@ from gymnasium import spaces
 from omnigym.core.types import OBS_IMAGE, OBS_STATE
 from omnigym.envs.manipulation import pusht
 
-OBS_TYPES = ("state", "pixels", "keypoints")
 RAW_OBS_TYPES = {"state": "state", "pixels": "pixels_agent_pos", "keypoints": "environment_state_agent_pos"}
 """gym-pusht's ``obs_type`` behind each of the adapter's."""
+OBS_TYPES = tuple(RAW_OBS_TYPES)
 NUM_KEYPOINTS = 8
 """Corners of the T (two rectangles of four) in the ``keypoints`` observation."""
 EXPERT_STATE = "expert_state"

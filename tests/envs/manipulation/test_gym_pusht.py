@@ -131,7 +131,7 @@ def test_expert_solves_gym_pusht(env_id: str) -> None:
     cls = POLICIES.get("gym_pusht_expert")
     env = make_env(env_id, privileged=[EXPERT_STATE])
     expert = cls(cls.config_class(), env.observation_space, env.action_space)
-    episodes = 40 if env_id.endswith("T-v0") else 8  # pixels render; keypoints: the same dynamics
+    episodes = 40 if env_id.endswith("T-v0") else 8  # the state env's dynamics, fewer episodes
     summary = evaluate_policy(
         expert, env_id, episodes=episodes, seed=0, num_envs=4, env_kwargs={"privileged": [EXPERT_STATE]}
     ).summary()
