@@ -11,9 +11,14 @@ users run it, with random actions. Resets are included in all timings.
 Scenes are generated (and cached on disk) before timing: like NAVSIM's logs they are data the
 simulator reads, not part of stepping. The generation cost is reported separately.
 
-Last line: one JSON object; ``ratio`` = omnigym simulated s/s with reactive traffic (IDM/MOBIL
-agents, as highway-env's; control mode, vector obs, cruise driver) / highway-env simulated s/s:
-the like-for-like figure. ``ratio_<run>`` the same for the other runs (``ratio_control``: log
+The like-for-like comparison runs first, interleaved: 5 rounds (3 with ``--quick``) of omnigym
+with reactive traffic (IDM agents, as highway-env's IDM/MOBIL vehicles; control mode, vector obs,
+cruise driver) for 6 s, then highway-env for 12 s. Each round's ratio compares two stretches
+timed seconds apart, so the drift of a shared machine's speed between minutes falls on both sides.
+
+Last line: one JSON object; ``ratio`` = the median of the rounds' ratios of simulated s/s
+(``ratio_rounds``: each round's). ``ratio_<run>`` = a run's simulated s/s over highway-env's
+pooled over the rounds (``ratio_reactive``: the pooled reactive rounds; ``ratio_control``: log
 replay traffic, which highway-env does not have).
 
 Usage: ``omnigym bench driving_throughput [--quick]``
@@ -35,6 +40,9 @@ DURATIONS = {"quick": "about 90 s", "full": "4 min"}
 
 NUM_ENVS = 64
 NUM_SCENES = 64
+ROUNDS = 5
+"""Interleaved rounds of the like-for-like comparison in a full run (3 with ``--quick``)."""
+BEV_KEYS = ("state", "agents", "route", "lanes", "lights", "image")
 
 
 def _omnigym_env(env_id: str, cache_dir: str, num_envs: int = NUM_ENVS, **kwargs: Any) -> Any:
@@ -81,72 +89,136 @@ def cruise_actions(obs: dict[str, np.ndarray], plan_mode: bool) -> np.ndarray:
     return np.stack([accel, steer_rate], axis=1)
 
 
+class OmnigymTimer:
+    """64 envs of one omnigym env id, stepped in timed stretches (only ``step`` is timed).
+
+    Actions: random, or the route-following cruise driver. Figures pool every stretch so far.
+    """
+
+    def __init__(self, env_id: str, cache_dir: str, *, random: bool, **kwargs: Any) -> None:
+        self.envs = _omnigym_env(env_id, cache_dir, **kwargs)
+        config = self.envs.unwrapped.config
+        self.plan_mode = config.action_mode == "plan"
+        self.step_seconds = 0.1 * config.replan_every if self.plan_mode else 0.1
+        self.obs, _ = self.envs.reset(seed=0)
+        self.envs.action_space.seed(0)
+        self.samples = [self.envs.action_space.sample() for _ in range(32)]
+        self.random = random
+        self.steps, self.wall, self.ends, self.taken = 0, 0.0, 0, 0
+        for _ in range(20):  # the first episodes build each scene's rasters: warm them before timing
+            self.obs = self.envs.step(self._act())[0]
+
+    def _act(self) -> np.ndarray:
+        self.taken += 1
+        if self.random:
+            return self.samples[self.taken % len(self.samples)]
+        return cruise_actions(self.obs, self.plan_mode)
+
+    def run(self, seconds: float) -> dict[str, float]:
+        """Step for about ``seconds`` of timed wall time; the figures of this stretch alone."""
+        steps, wall = 0, 0.0
+        while wall < seconds:
+            action = self._act()
+            start = time.perf_counter()
+            self.obs, _, terminated, truncated, _ = self.envs.step(action)
+            wall += time.perf_counter() - start
+            self.ends += int(np.sum(terminated | truncated))
+            steps += 1
+        self.steps, self.wall = self.steps + steps, self.wall + wall
+        return self._figures(steps, wall)
+
+    def figures(self) -> dict[str, float]:
+        """Every stretch pooled."""
+        return {
+            **self._figures(self.steps, self.wall),
+            "episode_ends_per_vector_step": self.ends / self.steps,
+        }
+
+    def _figures(self, steps: int, wall: float) -> dict[str, float]:
+        env_steps = steps * self.envs.num_envs
+        return {
+            "env_steps_per_s": env_steps / wall,
+            "sim_seconds_per_s": env_steps * self.step_seconds / wall,
+            "ms_per_vector_step": 1000 * wall / steps,
+        }
+
+    def close(self) -> None:
+        """Close the envs."""
+        self.envs.close()
+
+
 def measure_omnigym(
     env_id: str, seconds: float, cache_dir: str, *, random: bool, **kwargs: Any
 ) -> dict[str, float]:
-    """64 envs stepped for about ``seconds`` of wall time (only ``step`` is timed).
+    """64 envs stepped for about ``seconds`` of wall time (see :class:`OmnigymTimer`)."""
+    timer = OmnigymTimer(env_id, cache_dir, random=random, **kwargs)
+    timer.run(seconds)
+    timer.close()
+    return timer.figures()
 
-    Actions: random, or the route-following cruise driver.
+
+class HighwayTimer:
+    """highway-v0 (default config) with random actions, timed in stretches (resets included)."""
+
+    def __init__(self) -> None:
+        import gymnasium as gym
+        import highway_env  # noqa: F401  (registers highway-v0)
+
+        self.env = gym.make("highway-v0")
+        self.config = self.env.unwrapped.config
+        self.env.reset(seed=0)
+        self.env.action_space.seed(0)
+        self.steps, self.wall, self.resets = 0, 0.0, 0
+
+    def run(self, seconds: float) -> dict[str, float]:
+        """Step for about ``seconds`` of wall time; the figures of this stretch alone."""
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds or steps < 3:
+            _, _, terminated, truncated, _ = self.env.step(self.env.action_space.sample())
+            steps += 1
+            if terminated or truncated:
+                self.env.reset()
+                self.resets += 1
+        wall = time.perf_counter() - start
+        self.steps, self.wall = self.steps + steps, self.wall + wall
+        return self._figures(steps, wall)
+
+    def figures(self) -> dict[str, float]:
+        """Every stretch pooled."""
+        return {
+            **self._figures(self.steps, self.wall),
+            "vehicles": float(self.config["vehicles_count"]),
+            "simulation_frequency": float(self.config["simulation_frequency"]),
+            "resets": float(self.resets),
+        }
+
+    def _figures(self, steps: int, wall: float) -> dict[str, float]:
+        per_decision = 1.0 / self.config["policy_frequency"]
+        return {"env_steps_per_s": steps / wall, "sim_seconds_per_s": steps * per_decision / wall}
+
+    def close(self) -> None:
+        """Close the env."""
+        self.env.close()
+
+
+def reactive_rounds(
+    cache_dir: str, rounds: int, seconds: float, highway_seconds: float
+) -> tuple[dict[str, float], dict[str, float], list[float]]:
+    """The like-for-like comparison, interleaved: ``rounds`` x (omnigym reactive, then highway-env).
+
+    Each round's ratio compares two stretches timed a few seconds apart, so a shared machine's
+    drift (its speed moves by up to a third between minutes) hits both sides of it; the bench
+    reports their median. Returns the pooled reactive and highway-env figures and the ratios.
     """
-    envs = _omnigym_env(env_id, cache_dir, **kwargs)
-    plan_mode = envs.unwrapped.config.action_mode == "plan"
-    obs, _ = envs.reset(seed=0)
-    envs.action_space.seed(0)
-    samples = [envs.action_space.sample() for _ in range(32)]
-
-    def act(step: int) -> np.ndarray:
-        return samples[step % len(samples)] if random else cruise_actions(obs, plan_mode)
-
-    # the first episodes build each scene's rasters: warm them before timing
-    for i in range(20):
-        obs = envs.step(act(i))[0]
-    steps, wall, ends = 0, 0.0, 0
-    while wall < seconds:
-        action = act(steps)
-        start = time.perf_counter()
-        obs, _, terminated, truncated, _ = envs.step(action)
-        wall += time.perf_counter() - start
-        ends += int(np.sum(terminated | truncated))
-        steps += 1
-    step_seconds = (
-        0.1 * envs.unwrapped.config.replan_every if envs.unwrapped.config.action_mode == "plan" else 0.1
-    )
-    envs.close()
-    env_steps = steps * envs.num_envs
-    return {
-        "env_steps_per_s": env_steps / wall,
-        "sim_seconds_per_s": env_steps * step_seconds / wall,
-        "ms_per_vector_step": 1000 * wall / steps,
-        "episode_ends_per_vector_step": ends / steps,
-    }
-
-
-def measure_highway(seconds: float) -> dict[str, float]:
-    """highway-v0 (default config) with random actions for about ``seconds`` of wall time."""
-    import gymnasium as gym
-    import highway_env  # noqa: F401  (registers highway-v0)
-
-    env = gym.make("highway-v0")
-    config = env.unwrapped.config
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    steps, resets, start = 0, 0, time.perf_counter()
-    while time.perf_counter() - start < seconds or steps < 3:
-        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        steps += 1
-        if terminated or truncated:
-            env.reset()
-            resets += 1
-    wall = time.perf_counter() - start
-    per_decision = 1.0 / config["policy_frequency"]
-    env.close()
-    return {
-        "env_steps_per_s": steps / wall,
-        "sim_seconds_per_s": steps * per_decision / wall,
-        "vehicles": float(config["vehicles_count"]),
-        "simulation_frequency": float(config["simulation_frequency"]),
-        "resets": float(resets),
-    }
+    reactive = OmnigymTimer("omnigym/DrivingReactive-v0", cache_dir, random=False)
+    highway = HighwayTimer()
+    ratios = []
+    for _ in range(rounds):
+        ours = reactive.run(seconds)["sim_seconds_per_s"]
+        ratios.append(ours / highway.run(highway_seconds)["sim_seconds_per_s"])
+    reactive.close()
+    highway.close()
+    return reactive.figures(), highway.figures(), ratios
 
 
 def scene_generation_cost(count: int) -> dict[str, float]:
@@ -174,7 +246,7 @@ def main() -> None:
 
     threads = apply_thread_policy()  # $OMNIGYM_THREADS, else 1 (the envs do not use torch)
     seconds = 3.0 if args.quick else 15.0
-    highway_seconds = 6.0 if args.quick else 30.0
+    rounds = 3 if args.quick else ROUNDS
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     with tempfile.TemporaryDirectory() as cache_dir:
         generation = scene_generation_cost(4 if args.quick else 16)
@@ -182,34 +254,41 @@ def main() -> None:
             f"scene generation: {generation['ms_per_scene']:.0f} ms/scene, "
             f"{generation['agents_per_scene']:.0f} agents"
         )
-        runs = {
-            "control": ("omnigym/Driving-v0", {}),
-            "control_bev": (
-                "omnigym/Driving-v0",
-                {"obs_keys": ("state", "agents", "route", "lanes", "lights", "image")},
-            ),
-            "plan": ("omnigym/DrivingPlan-v0", {}),
-            "reactive": ("omnigym/DrivingReactive-v0", {}),
-            "control_256_envs": ("omnigym/Driving-v0", {"num_envs": 256}),  # how it scales (not the ratio)
-        }
-        figures_by_run: dict[str, dict[str, float]] = {}
-        for name, (env_id, kwargs) in runs.items():
-            for random in (False, True) if "256" not in name else (False,):
-                key = f"{name}_random" if random else name
-                figures_by_run[key] = measure_omnigym(env_id, seconds, cache_dir, random=random, **kwargs)
-                print(f"omnigym {key:18s} {env_id}: {figures_by_run[key]}")
-    highway = measure_highway(highway_seconds)
-    print(f"highway-env highway-v0 (default config, random actions): {highway}")
+        # the like-for-like figure first: reactive traffic against highway-env, interleaved
+        stretch = 2.0 if args.quick else 6.0  # highway-env's: twice as long (its steps are slower)
+        reactive, highway, ratios = reactive_rounds(cache_dir, rounds, stretch, 2 * stretch)
+        for i, ratio in enumerate(ratios):
+            print(f"round {i + 1}/{rounds}: omnigym reactive / highway-env = {ratio:,.0f}")
+        print(f"omnigym reactive           omnigym/DrivingReactive-v0: {reactive}")
+        print(f"highway-env highway-v0 (default config, random actions): {highway}")
+        runs = [  # (key, env id, random actions, env kwargs)
+            ("control", "omnigym/Driving-v0", False, {}),
+            ("control_random", "omnigym/Driving-v0", True, {}),
+            ("control_bev", "omnigym/Driving-v0", False, {"obs_keys": BEV_KEYS}),
+            ("control_bev_random", "omnigym/Driving-v0", True, {"obs_keys": BEV_KEYS}),
+            ("plan", "omnigym/DrivingPlan-v0", False, {}),
+            ("plan_random", "omnigym/DrivingPlan-v0", True, {}),
+            ("reactive_random", "omnigym/DrivingReactive-v0", True, {}),
+            ("control_256_envs", "omnigym/Driving-v0", False, {"num_envs": 256}),  # scaling (not the ratio)
+        ]
+        figures_by_run: dict[str, dict[str, float]] = {"reactive": reactive}
+        for key, env_id, random, kwargs in runs:
+            figures_by_run[key] = measure_omnigym(env_id, seconds, cache_dir, random=random, **kwargs)
+            print(f"omnigym {key:18s} {env_id}: {figures_by_run[key]}")
     peer = highway["sim_seconds_per_s"]
     raster_ms = (
         figures_by_run["control_bev"]["ms_per_vector_step"] - figures_by_run["control"]["ms_per_vector_step"]
     ) / NUM_ENVS
     figures: dict[str, Any] = {
         "bench": "driving_throughput",
-        "ratio": figures_by_run["reactive"]["sim_seconds_per_s"] / peer,  # reactive traffic on both sides
+        # reactive traffic on both sides: the median of the interleaved rounds' ratios
+        "ratio": float(np.median(ratios)),
+        "ratio_rounds": ratios,
         **{f"ratio_{key}": run["sim_seconds_per_s"] / peer for key, run in figures_by_run.items()},
         **{f"omnigym_{key}_sim_s_per_s": run["sim_seconds_per_s"] for key, run in figures_by_run.items()},
         **{f"omnigym_{key}_env_steps_per_s": run["env_steps_per_s"] for key, run in figures_by_run.items()},
+        "reactive_ms_per_vector_step": reactive["ms_per_vector_step"],
+        "control_ms_per_vector_step": figures_by_run["control"]["ms_per_vector_step"],
         "raster_ms_per_env_step": raster_ms,
         "highway_sim_s_per_s": peer,
         "highway_env_steps_per_s": highway["env_steps_per_s"],

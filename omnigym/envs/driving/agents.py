@@ -27,6 +27,7 @@ from omnigym.envs.driving.reactive_kernels import (
     forecast_constant_velocity,
     load_slot,
     valid_on_paths,
+    write_frame_rows,
 )
 from omnigym.envs.driving.scene import DT
 from omnigym.envs.driving.traffic import IDMParams, idm_acceleration, idm_params_tuple
@@ -188,6 +189,19 @@ class ReactiveAgents:
         valid = np.empty(self.station.shape, np.bool_)
         valid_on_paths(np.asarray(time_index, np.int64), self.count, self.cursor, self.path_valid, valid)
         return AgentFrame(pose=self.pose.copy(), speed=self.speed.copy(), valid=valid)
+
+    def write_frame(
+        self, time_index: np.ndarray, pose: np.ndarray, speed: np.ndarray, valid: np.ndarray
+    ) -> None:
+        """Write :meth:`frame` into row ``time_index[n]`` of each slot's log arrays.
+
+        Shapes: ``pose [N, T, A, 3]``, ``speed/valid [N, T, A]``. What the simulator records every
+        step, without building the frame first.
+        """
+        write_frame_rows(
+            np.asarray(time_index, np.int64), self.count, self.cursor, self.path_valid,
+            self.pose, self.speed, pose, speed, valid,
+        )  # fmt: skip
 
     def step(
         self,

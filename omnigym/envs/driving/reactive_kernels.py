@@ -286,6 +286,33 @@ def valid_on_paths(
 
 
 @njit(cache=True)
+def write_frame_rows(
+    time_index: np.ndarray,
+    count: np.ndarray,
+    cursor: np.ndarray,
+    path_valid: np.ndarray,
+    pose: np.ndarray,
+    speed: np.ndarray,
+    out_pose: np.ndarray,
+    out_speed: np.ndarray,
+    out_valid: np.ndarray,
+) -> None:
+    """Write every slot's agents into row ``time_index[n]`` of its log arrays, in one pass.
+
+    ``pose [N, A, 3]`` and ``speed [N, A]`` as they are; validity as :func:`valid_on_paths`.
+    Shapes: ``out_pose [N, T, A, 3]``, ``out_speed/out_valid [N, T, A]``.
+    """
+    num_slots, num_agents = speed.shape
+    last = path_valid.shape[1] - 1
+    for n in range(num_slots):
+        now, row = min(time_index[n], last), time_index[n]
+        for a in range(num_agents):
+            out_pose[n, row, a, 0], out_pose[n, row, a, 1] = pose[n, a, 0], pose[n, a, 1]
+            out_pose[n, row, a, 2], out_speed[n, row, a] = pose[n, a, 2], speed[n, a]
+            out_valid[n, row, a] = a < count[n] and path_valid[n, now, a] and path_valid[n, cursor[n, a], a]
+
+
+@njit(cache=True)
 def forecast_constant_velocity(
     pose: np.ndarray, speed: np.ndarray, times: np.ndarray, out: np.ndarray
 ) -> None:

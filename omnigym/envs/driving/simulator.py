@@ -400,12 +400,7 @@ class DrivingSimulator:
                 self.light_pose, np.zeros(self.light_valid.shape), self.light_valid & (state != LIGHT_GREEN)
             )
             self.reactive.step(previous, self.ego.pose, self.ego.speed, EGO_SIZE, stops, self.light_size)
-            frame = self.reactive.frame(t)
-            self.agent_pose[rows, t], self.agent_speed[rows, t], self.agent_valid[rows, t] = (
-                frame.pose,
-                frame.speed,
-                frame.valid,
-            )
+            self.reactive.write_frame(t, self.agent_pose, self.agent_speed, self.agent_valid)
         self.ego_pose[rows, t] = self.ego.pose
         self.ego_speed[rows, t] = self.ego.speed
         checks = self._step_scores()  # [N, len(STEP_COMPONENTS)]

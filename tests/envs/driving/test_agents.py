@@ -225,3 +225,24 @@ def test_a_slot_reloaded_with_a_smaller_scene_steps_as_a_fresh_one():
     assert not reloaded[-1].valid[0, 1:].any() and not reloaded[-1].pose[0, 1:].any()
     # the one agent drove its logged line at its logged speed
     np.testing.assert_allclose(reloaded[-1].pose[0, 0, :2], pose[30, 0, :2], atol=1e-6)
+
+
+def test_write_frame_records_the_frame_in_each_slots_own_row_only():
+    # two slots of different sizes, driven a few steps, recorded at different log rows
+    reactive = _agents([(0.0, 0.0, 12.0), (30.0, 0.0, 3.0)], [(5.0, 0.0, 8.0)])
+    frames = _drive(reactive, 5, FAR_AWAY)
+    n, a = reactive.num_slots, reactive.capacity[1]
+    pose = np.full((n, 12, a, 3), -7.0, np.float32)  # the simulator's float32 log arrays
+    speed = np.full((n, 12, a), -7.0, np.float32)
+    valid = np.ones((n, 12, a), bool)
+    rows = np.array([5, 9])
+    reactive.write_frame(rows, pose, speed, valid)
+    expected = reactive.frame(rows)
+    for slot, row in enumerate(rows):
+        np.testing.assert_array_equal(pose[slot, row], expected.pose[slot].astype(np.float32))
+        np.testing.assert_array_equal(speed[slot, row], expected.speed[slot].astype(np.float32))
+        np.testing.assert_array_equal(valid[slot, row], expected.valid[slot])
+        others = np.arange(12) != row
+        assert np.all(pose[slot, others] == -7.0) and np.all(valid[slot, others])
+    assert not valid[1, 9, 1]  # slot 1 holds one agent: the padding is never valid
+    np.testing.assert_allclose(pose[0, 5, :2, 0], frames[-1].pose[0, :, 0], rtol=1e-6)
