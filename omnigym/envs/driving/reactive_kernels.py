@@ -300,16 +300,17 @@ def write_frame_rows(
     """Write every slot's agents into row ``time_index[n]`` of its log arrays, in one pass.
 
     ``pose [N, A, 3]`` and ``speed [N, A]`` as they are; validity as :func:`valid_on_paths`.
-    Shapes: ``out_pose [N, T, A, 3]``, ``out_speed/out_valid [N, T, A]``.
+    Shapes: ``out_pose [N, T, A, 3]``, ``out_speed/out_valid [N, T, A]``. Padding agents (from
+    ``count [N]`` on) are not written: a scene's load left them zero and invalid in every row, and
+    the rows are rarely in cache, so every line not written is a memory access saved.
     """
-    num_slots, num_agents = speed.shape
     last = path_valid.shape[1] - 1
-    for n in range(num_slots):
+    for n in range(speed.shape[0]):
         now, row = min(time_index[n], last), time_index[n]
-        for a in range(num_agents):
+        for a in range(count[n]):
             out_pose[n, row, a, 0], out_pose[n, row, a, 1] = pose[n, a, 0], pose[n, a, 1]
             out_pose[n, row, a, 2], out_speed[n, row, a] = pose[n, a, 2], speed[n, a]
-            out_valid[n, row, a] = a < count[n] and path_valid[n, now, a] and path_valid[n, cursor[n, a], a]
+            out_valid[n, row, a] = path_valid[n, now, a] and path_valid[n, cursor[n, a], a]
 
 
 @njit(cache=True)

@@ -234,15 +234,19 @@ def test_write_frame_records_the_frame_in_each_slots_own_row_only():
     n, a = reactive.num_slots, reactive.capacity[1]
     pose = np.full((n, 12, a, 3), -7.0, np.float32)  # the simulator's float32 log arrays
     speed = np.full((n, 12, a), -7.0, np.float32)
-    valid = np.ones((n, 12, a), bool)
+    valid = np.zeros((n, 12, a), bool)
     rows = np.array([5, 9])
     reactive.write_frame(rows, pose, speed, valid)
     expected = reactive.frame(rows)
-    for slot, row in enumerate(rows):
-        np.testing.assert_array_equal(pose[slot, row], expected.pose[slot].astype(np.float32))
-        np.testing.assert_array_equal(speed[slot, row], expected.speed[slot].astype(np.float32))
-        np.testing.assert_array_equal(valid[slot, row], expected.valid[slot])
+    for slot, (row, count) in enumerate(zip(rows, (2, 1), strict=True)):
+        np.testing.assert_array_equal(pose[slot, row, :count], expected.pose[slot, :count].astype(np.float32))
+        np.testing.assert_array_equal(
+            speed[slot, row, :count], expected.speed[slot, :count].astype(np.float32)
+        )
+        np.testing.assert_array_equal(valid[slot, row, :count], expected.valid[slot, :count])
+        assert valid[slot, row, :count].all()
         others = np.arange(12) != row
-        assert np.all(pose[slot, others] == -7.0) and np.all(valid[slot, others])
-    assert not valid[1, 9, 1]  # slot 1 holds one agent: the padding is never valid
+        assert np.all(pose[slot, others] == -7.0) and not valid[slot, others].any()
+    # slot 1's padding agent is left as the scene's load left it (never valid)
+    assert np.all(pose[1, 9, 1] == -7.0) and not valid[1, 9, 1] and not expected.valid[1, 1]
     np.testing.assert_allclose(pose[0, 5, :2, 0], frames[-1].pose[0, :, 0], rtol=1e-6)
