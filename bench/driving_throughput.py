@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-DURATIONS = {"quick": "about 90 s", "full": "4 min"}
+DURATIONS = {"quick": "about 2 min", "full": "5 min"}
 """On a 2-core CPU, nothing else running: docs/envs/driving.md, "Batched stepping and performance"."""
 
 NUM_ENVS = 64
@@ -240,7 +240,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="short timings (about 90 s in all)")
+    parser.add_argument("--quick", action="store_true", help="short timings (about 2 min in all)")
     args = parser.parse_args()
     from omnigym.platform.runtime import apply_thread_policy
 
