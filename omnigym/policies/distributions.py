@@ -146,13 +146,21 @@ class SquashedGaussianHead(nn.Module):
         in_dim: input feature width.
         low, high: the action bounds (finite), flat ``[A]``.
         log_std_bounds: the range the log standard deviation is clamped to.
+        log_std_offset: added to the layer's log-std output before the clamp, so a head whose
+            layer starts near zero (orthogonal init, gain 0.01) starts at this log-std (CORL's CQL
+            actor: -1, a standard deviation of 0.37 before the squash).
     """
 
     scale: Tensor
     bias: Tensor
 
     def __init__(
-        self, in_dim: int, low: Tensor, high: Tensor, log_std_bounds: tuple[float, float] = (-20.0, 2.0)
+        self,
+        in_dim: int,
+        low: Tensor,
+        high: Tensor,
+        log_std_bounds: tuple[float, float] = (-20.0, 2.0),
+        log_std_offset: float = 0.0,
     ) -> None:
         super().__init__()
         self.action_dim = int(low.numel())
@@ -160,10 +168,13 @@ class SquashedGaussianHead(nn.Module):
         self.register_buffer("scale", (high - low).float() / 2)
         self.register_buffer("bias", (high + low).float() / 2)
         self.log_std_bounds = (float(log_std_bounds[0]), float(log_std_bounds[1]))
+        self.log_std_offset = float(log_std_offset)
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Pre-squash mean and clamped log-std, both ``[B, A]``."""
         mean, log_std = F.linear(x, self.layer.weight, self.layer.bias).chunk(2, dim=-1)
+        if self.log_std_offset:
+            log_std = log_std + self.log_std_offset
         return mean, log_std.clamp(*self.log_std_bounds)
 
     def _log_prob_of(self, mean: Tensor, log_std: Tensor, u: Tensor) -> Tensor:
@@ -280,7 +291,7 @@ def make_action_head(
                 in_dim, int(math.prod(action_space.shape)), log_std_init, log_std_bounds, bounds
             )
         if kind == "squashed_gaussian":
-            return SquashedGaussianHead(in_dim, low, high, log_std_bounds or (-20.0, 2.0))
+            return SquashedGaussianHead(in_dim, low, high, log_std_bounds or (-20.0, 2.0), log_std_init)
         return DeterministicHead(in_dim, low, high, exploration_std)
     if isinstance(action_space, spaces.Discrete):
         if kind != "gaussian":

@@ -32,7 +32,8 @@ class MLPPolicyConfig(PolicyConfig):
     obs_clip: float = 10.0
     """Clip normalised inputs to [-obs_clip, obs_clip]."""
     log_std_init: float = 0.0
-    """Initial log standard deviation of Gaussian actions."""
+    """Initial log standard deviation of Gaussian actions; for ``squashed_gaussian``, an offset
+    added to its state-dependent log-std (CORL's CQL actor: -1, with ``ortho_init``)."""
     action_head: Literal["gaussian", "squashed_gaussian", "deterministic"] = "gaussian"
     """Box actions: ``gaussian`` (state-independent std; PPO, IQL), ``squashed_gaussian``
     (tanh-squashed, state-dependent std; SAC, CQL, AWAC) or ``deterministic`` (tanh; TD3+BC)."""

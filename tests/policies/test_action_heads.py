@@ -86,3 +86,17 @@ def test_bounded_gaussian_mean_stays_inside_the_box_and_samples_do_not() -> None
     torch.testing.assert_close(
         p.evaluate(far, samples).logprob.squeeze(-1), p.head.log_prob((mean, log_std), samples)
     )
+
+
+def test_squashed_log_std_init_offsets_the_state_dependent_log_std() -> None:
+    # orthogonal init leaves the head's outputs near zero: the offset sets the starting log-std
+    plain, offset = policy("squashed_gaussian"), policy("squashed_gaussian", log_std_init=-1.0)
+    _, log_std = plain.distribution(obs())
+    _, shifted = offset.distribution(obs())
+    torch.testing.assert_close(shifted, log_std - 1.0)  # same seed, same weights, shifted by -1
+    assert shifted.mean().item() == pytest.approx(-1.0, abs=0.05)
+    # a narrower start: the sampled actions spread less around the squashed mean
+    spread = [
+        (p.act(obs(512)).action - p.act(obs(512), deterministic=True).action).std() for p in (plain, offset)
+    ]
+    assert spread[1] < 0.6 * spread[0]
