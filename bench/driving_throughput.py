@@ -207,7 +207,7 @@ def reactive_rounds(
     """The like-for-like comparison, interleaved: ``rounds`` x (omnigym reactive, then highway-env).
 
     Each round's ratio compares two stretches timed a few seconds apart, so a shared machine's
-    drift (its speed moves by up to a third between minutes) hits both sides of it; the bench
+    drift (measured here: up to 2.5x between minutes) hits both sides of it; the bench
     reports their median. Returns the pooled reactive and highway-env figures and the ratios.
     """
     reactive = OmnigymTimer("omnigym/DrivingReactive-v0", cache_dir, random=False)

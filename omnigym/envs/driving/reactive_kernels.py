@@ -268,6 +268,15 @@ def _place(track: np.ndarray, agent: int, lower: int, station: float, pose: np.n
     pose[agent, 2] = end[HEADING] if weight > 0.5 else start[HEADING]
 
 
+@njit(cache=True, inline="always")
+def _valid_on_path(
+    time_index: np.ndarray, cursor: np.ndarray, path_valid: np.ndarray, n: int, a: int
+) -> bool:
+    """Whether slot ``n``'s agent ``a`` has a log now (``time_index[n]``, clipped) and at its cursor."""
+    now = min(time_index[n], path_valid.shape[1] - 1)
+    return path_valid[n, now, a] and path_valid[n, cursor[n, a], a]
+
+
 @njit(cache=True)
 def valid_on_paths(
     time_index: np.ndarray, count: np.ndarray, cursor: np.ndarray, path_valid: np.ndarray, out: np.ndarray
@@ -277,11 +286,9 @@ def valid_on_paths(
     ``path_valid [N, T, A]``; padding agents (from ``count [N]`` on) never are.
     """
     num_slots = cursor.shape[0]
-    last = path_valid.shape[1] - 1
     for n in range(num_slots):
-        now = min(time_index[n], last)
         for a in range(count[n]):
-            out[n, a] = path_valid[n, now, a] and path_valid[n, cursor[n, a], a]
+            out[n, a] = _valid_on_path(time_index, cursor, path_valid, n, a)
         out[n, count[n] :] = False
 
 
@@ -304,13 +311,12 @@ def write_frame_rows(
     ``count [N]`` on) are not written: a scene's load left them zero and invalid in every row, and
     the rows are rarely in cache, so every line not written is a memory access saved.
     """
-    last = path_valid.shape[1] - 1
     for n in range(speed.shape[0]):
-        now, row = min(time_index[n], last), time_index[n]
+        row = time_index[n]
         for a in range(count[n]):
             out_pose[n, row, a, 0], out_pose[n, row, a, 1] = pose[n, a, 0], pose[n, a, 1]
             out_pose[n, row, a, 2], out_speed[n, row, a] = pose[n, a, 2], speed[n, a]
-            out_valid[n, row, a] = path_valid[n, now, a] and path_valid[n, cursor[n, a], a]
+            out_valid[n, row, a] = _valid_on_path(time_index, cursor, path_valid, n, a)
 
 
 @njit(cache=True)
