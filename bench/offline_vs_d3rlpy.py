@@ -1,4 +1,4 @@
-"""omnigym offline RL vs d3rlpy: IQL and TD3+BC updates/s and normalised score on the same datasets.
+"""omnigym offline RL vs d3rlpy: IQL, TD3+BC and CQL updates/s and normalised score on the same datasets.
 
 Both libraries train on the same locally generated Minari datasets (``hopper-medium`` and
 ``halfcheetah-medium``, made by ``omnigym.platform.dataset_recipes.ensure_dataset``) with the same
@@ -6,8 +6,11 @@ settings: omnigym's ``configs/algo/{iql,td3bc}.yaml`` and ``configs/policy/{iql,
 and d3rlpy configured to match them (256-256 ReLU actor and critics, twin critics, batch 256,
 learning rates 3e-4, gamma 0.99, tau 0.005; IQL expectile 0.7, inverse temperature 3, weight clip
 100, rewards scaled by 1000 / (max - min episode return), actor learning rate cosine-decayed over
-1M updates; TD3+BC alpha 2.5, smoothing noise 0.2 clipped at 0.5, actor every 2nd update; both
-with states standardised by the dataset's mean and std, as both omnigym YAMLs set).
+1M updates; TD3+BC alpha 2.5, smoothing noise 0.2 clipped at 0.5, actor every 2nd update; CQL
+(``--algo cql``, not in the default run) with ``configs/algo/cql.yaml`` and ``sac_actor.yaml``:
+256-256 actor, 256-256-256 critics, actor learning rate 3e-5, temperature 3e-4 from 1.0, a fixed
+gap weight 10 over 10 samples of each kind, no entropy in the target, rewards scaled as IQL's;
+all with states standardised by the dataset's mean and std, as the omnigym YAMLs set).
 
 d3rlpy gets the same transitions as omnigym's ``ReplayBuffer.from_minari``: every Minari episode
 becomes one d3rlpy episode, a terminated one with its terminal flag, a truncated one (time limit)
@@ -55,7 +58,10 @@ DURATIONS = {
 two training jobs."""
 
 REPO = Path(__file__).resolve().parents[1]
-ALGOS = {"iql": "iql_actor", "td3bc": "td3_actor"}  # algorithm -> policy config in configs/policy
+ALGOS = {"iql": "iql_actor", "td3bc": "td3_actor", "cql": "sac_actor"}
+"""Algorithm -> its policy config in configs/policy."""
+DEFAULT_ALGOS = ("iql", "td3bc")
+"""What a run without ``--algo`` compares (CQL's updates are several times slower)."""
 DATASETS = ("hopper-medium", "halfcheetah-medium")
 BATCH_SIZE = 256
 EVAL_SEED = 1000
@@ -119,6 +125,7 @@ def train_omnigym(algo: str, dataset_id: str, updates: int, seed: int, episodes:
         "updates_per_s": updates / seconds,
         "transitions": len(buffer),
         "last_critic_loss": metrics["train/critic_loss"],
+        "q_data": metrics.get("train/q_mean"),  # the last batch's, where the algorithm reports it
         **evaluate(policy, dataset_env(dataset_id), episodes),
     }
 
@@ -171,12 +178,12 @@ def d3rlpy_dataset(dataset_id: str) -> tuple[Any, np.ndarray, list[float]]:
 
 
 def d3rlpy_algo(algo: str, states: np.ndarray, returns: list[float]) -> Any:
-    """d3rlpy's IQL / TD3+BC with the settings of omnigym's YAMLs, scalers already fitted.
+    """d3rlpy's IQL / TD3+BC / CQL with the settings of omnigym's YAMLs, scalers already fitted.
 
     The scalers are given their statistics directly: ``build_with_dataset`` does not fit them
     (only ``fit`` does), and d3rlpy's own fitting loops over every transition in Python.
     """
-    from d3rlpy.algos import IQLConfig, TD3PlusBCConfig
+    from d3rlpy.algos import CQLConfig, IQLConfig, TD3PlusBCConfig
     from d3rlpy.models import VectorEncoderFactory
     from d3rlpy.optimizers import AdamFactory, CosineAnnealingLRFactory
     from d3rlpy.preprocessing import ReturnBasedRewardScaler, StandardObservationScaler
@@ -215,6 +222,8 @@ def d3rlpy_algo(algo: str, states: np.ndarray, returns: list[float]) -> Any:
                 lr_scheduler_factory=CosineAnnealingLRFactory(T_max=cfg["total_updates"])
             ),
         )
+    elif algo == "cql":
+        config = cql_config(CQLConfig, cfg, common, returns)
     else:
         assert not cfg["normalize_reward"]
         config = TD3PlusBCConfig(
@@ -225,6 +234,30 @@ def d3rlpy_algo(algo: str, states: np.ndarray, returns: list[float]) -> Any:
             update_actor_interval=cfg["policy_delay"],
         )
     return config.create(device="cpu:0")
+
+
+def cql_config(config_class: Any, cfg: dict[str, Any], common: dict[str, Any], returns: list[float]) -> Any:
+    """d3rlpy's CQL set as ``cql.yaml``: a fixed gap weight (no Lagrange step), no entropy in the target."""
+    from d3rlpy.preprocessing import ReturnBasedRewardScaler
+
+    assert not cfg["cql_lagrange"] and not cfg["backup_entropy"] and not cfg["max_target_backup"]
+    assert cfg["cql_temperature"] == 1.0 and cfg["ent_coef"] == "auto" and cfg["target_entropy"] == "auto"
+    assert math.isinf(cfg["cql_clip_diff_min"]) and math.isinf(cfg["cql_clip_diff_max"])
+    scaler = None
+    if cfg["normalize_reward"]:
+        scaler = ReturnBasedRewardScaler(return_max=max(returns), return_min=min(returns), multiplier=1000.0)
+    return config_class(
+        **common,
+        temp_learning_rate=cfg["alpha_lr"],
+        initial_temperature=1.0,
+        alpha_learning_rate=0.0,  # the gap's weight stays initial_alpha x conservative_weight
+        initial_alpha=1.0,
+        conservative_weight=cfg["cql_alpha"],
+        n_action_samples=cfg["cql_n_actions"],
+        soft_q_backup=False,
+        max_q_backup=False,
+        reward_scaler=scaler,
+    )
 
 
 def train_d3rlpy(algo: str, dataset_id: str, updates: int, seed: int, episodes: int) -> dict[str, Any]:
@@ -239,6 +272,8 @@ def train_d3rlpy(algo: str, dataset_id: str, updates: int, seed: int, episodes: 
     for _ in range(updates):
         metrics = model.update(dataset.sample_transition_batch(BATCH_SIZE))
     seconds = time.perf_counter() - start
+    batch = dataset.sample_transition_batch(BATCH_SIZE)
+    q_data = float(np.mean(model.predict_value(batch.observations, batch.actions)))
 
     def act(obs: dict[str, np.ndarray]) -> np.ndarray:
         return model.predict(np.asarray(obs["state"], dtype=np.float32))
@@ -247,6 +282,7 @@ def train_d3rlpy(algo: str, dataset_id: str, updates: int, seed: int, episodes: 
         "updates_per_s": updates / seconds,
         "transitions": dataset.transition_count,
         "last_critic_loss": float(metrics["critic_loss"]),
+        "q_data": q_data,  # mean Q of the critics on a batch of data, as omnigym's train/q_mean
         **evaluate(act, dataset_env(dataset_id), episodes),
     }
 
@@ -311,7 +347,10 @@ def main() -> None:
     )
     parser.add_argument("--dataset", action="append", help="recipe name or Minari id (repeatable)")
     parser.add_argument(
-        "--algo", action="append", choices=list(ALGOS), help="algorithm (repeatable; default both)"
+        "--algo",
+        action="append",
+        choices=list(ALGOS),
+        help="algorithm (repeatable; default iql and td3bc)",
     )
     parser.add_argument("--seeds", type=int, help="seeds 0..S-1 (default 3, or 1 with --quick)")
     parser.add_argument("--updates", type=int, help="updates per run (default 10,000, or 1,000 with --quick)")
@@ -338,7 +377,7 @@ def main() -> None:
     datasets = resolve_datasets(
         args.dataset or (list(DATASETS[:1]) if args.quick else list(DATASETS)), args.quick
     )
-    algos = args.algo or list(ALGOS)
+    algos = args.algo or list(DEFAULT_ALGOS)
     seeds = list(range(args.seeds or (1 if args.quick else 3)))
     figures: dict[str, Any] = {
         "bench": "offline_vs_d3rlpy",
