@@ -1,23 +1,15 @@
 """The async bench's VLM workload: replies end exactly at their drawn, long-tailed lengths."""
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
 import torch
 
 from omnigym.envs.latency import LatencyModel
-from omnigym.platform.cli import BENCH_DIR
 
 
 @pytest.fixture(scope="module")
-def workloads():
-    spec = importlib.util.spec_from_file_location("_async_workloads", BENCH_DIR / "_async_workloads.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("_async_workloads", module)
-    spec.loader.exec_module(module)
-    return module
+def workloads(bench_module):
+    return bench_module("_async_workloads")
 
 
 def generate(processor, rows: int, vocab: int, eos: int, steps: int) -> torch.Tensor:

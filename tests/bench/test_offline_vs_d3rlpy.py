@@ -1,23 +1,14 @@
 """The offline bench configures d3rlpy as omnigym's YAMLs say (CQL: fixed gap weight, CORL's sizes)."""
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
-
-from omnigym.platform.cli import BENCH_DIR
 
 pytest.importorskip("d3rlpy")
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("offline_vs_d3rlpy", BENCH_DIR / "offline_vs_d3rlpy.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("offline_vs_d3rlpy", module)
-    spec.loader.exec_module(module)
-    return module
+def bench(bench_module):
+    return bench_module("offline_vs_d3rlpy")
 
 
 def test_d3rlpy_cql_matches_cql_yaml(bench):

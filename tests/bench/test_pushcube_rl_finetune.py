@@ -1,6 +1,5 @@
 """Smoke test of ``bench/pushcube_rl_finetune.py``'s quick path (slow: run with -m slow)."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -39,19 +38,13 @@ def test_quick_pushcube_rl_finetune_reports_before_and_after():
     assert figures["expert_success"] > 0.9 and figures["random_success"] < 0.1
 
 
-def _bench_module() -> Any:
-    """``bench/pushcube_rl_finetune.py`` imported as a module (bench/ is not a package)."""
-    path = BENCH_DIR / "pushcube_rl_finetune.py"
-    spec = importlib.util.spec_from_file_location("pushcube_rl_finetune", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def bench(bench_module):
+    return bench_module("pushcube_rl_finetune")
 
 
-def test_progress_shaping_telescopes_to_the_distance_gained_within_each_episode():
+def test_progress_shaping_telescopes_to_the_distance_gained_within_each_episode(bench):
     """Potential-based shaping: an episode's return grows by c (d_first - d_last) over its valid steps."""
-    bench = _bench_module()
     T, N = 4, 2
     state = torch.zeros(T, N, 23)
     state[..., 7:10] = torch.tensor([0.1, 0.0, 0.02])  # the goal
@@ -70,10 +63,9 @@ def test_progress_shaping_telescopes_to_the_distance_gained_within_each_episode(
     assert float(rollout.rewards[2, 0]) == 1.0 and float(rollout.rewards[3, 0]) == 0.0
 
 
-def test_continuing_shaping_skips_episode_ends_and_uses_next_obs_after_the_last_step():
+def test_continuing_shaping_skips_episode_ends_and_uses_next_obs_after_the_last_step(bench):
     """Auto-reset rollouts: step t gains c (d_t - d_{t+1}) unless it ended an episode; the last step
     reads ``next_obs``."""
-    bench = _bench_module()
     T, N = 3, 1
     state = torch.zeros(T, N, 23)
     state[..., 7:10] = torch.tensor([0.0, 0.0, 0.02])  # the goal at the origin
@@ -92,8 +84,7 @@ def test_continuing_shaping_skips_episode_ends_and_uses_next_obs_after_the_last_
     torch.testing.assert_close(rollout.rewards, expected)
 
 
-def test_paired_gain_is_the_mean_per_seed_gain_with_its_standard_error():
-    bench = _bench_module()
+def test_paired_gain_is_the_mean_per_seed_gain_with_its_standard_error(bench):
 
     def row(before: float, after: float) -> dict[str, Any]:
         return {
