@@ -205,6 +205,12 @@ def d3rlpy_algo(algo: str, states: np.ndarray, returns: list[float]) -> Any:
         "critic_encoder_factory": critic,
         "observation_scaler": StandardObservationScaler(mean=states.mean(0), std=states.std(0)),
     }
+    # omnigym's normalize_reward: rewards x 1000 / (max - min episode return) of the dataset
+    reward_scaler = (
+        ReturnBasedRewardScaler(return_max=max(returns), return_min=min(returns), multiplier=1000.0)
+        if cfg["normalize_reward"]
+        else None
+    )
     if algo == "iql":
         assert (
             cfg["normalize_reward"] and cfg["value_lr"] == cfg["critic_lr"]
@@ -215,15 +221,13 @@ def d3rlpy_algo(algo: str, states: np.ndarray, returns: list[float]) -> Any:
             expectile=cfg["expectile"],
             weight_temp=cfg["beta"],
             max_weight=cfg["max_weight"],
-            reward_scaler=ReturnBasedRewardScaler(
-                return_max=max(returns), return_min=min(returns), multiplier=1000.0
-            ),
+            reward_scaler=reward_scaler,
             actor_optim_factory=AdamFactory(
                 lr_scheduler_factory=CosineAnnealingLRFactory(T_max=cfg["total_updates"])
             ),
         )
     elif algo == "cql":
-        config = cql_config(CQLConfig, cfg, common, returns)
+        config = cql_config(CQLConfig, cfg, common, reward_scaler)
     else:
         assert not cfg["normalize_reward"]
         config = TD3PlusBCConfig(
@@ -236,16 +240,11 @@ def d3rlpy_algo(algo: str, states: np.ndarray, returns: list[float]) -> Any:
     return config.create(device="cpu:0")
 
 
-def cql_config(config_class: Any, cfg: dict[str, Any], common: dict[str, Any], returns: list[float]) -> Any:
+def cql_config(config_class: Any, cfg: dict[str, Any], common: dict[str, Any], reward_scaler: Any) -> Any:
     """d3rlpy's CQL set as ``cql.yaml``: a fixed gap weight (no Lagrange step), no entropy in the target."""
-    from d3rlpy.preprocessing import ReturnBasedRewardScaler
-
     assert not cfg["cql_lagrange"] and not cfg["backup_entropy"] and not cfg["max_target_backup"]
     assert cfg["cql_temperature"] == 1.0 and cfg["ent_coef"] == "auto" and cfg["target_entropy"] == "auto"
     assert math.isinf(cfg["cql_clip_diff_min"]) and math.isinf(cfg["cql_clip_diff_max"])
-    scaler = None
-    if cfg["normalize_reward"]:
-        scaler = ReturnBasedRewardScaler(return_max=max(returns), return_min=min(returns), multiplier=1000.0)
     return config_class(
         **common,
         temp_learning_rate=cfg["alpha_lr"],
@@ -256,7 +255,7 @@ def cql_config(config_class: Any, cfg: dict[str, Any], common: dict[str, Any], r
         n_action_samples=cfg["cql_n_actions"],
         soft_q_backup=False,
         max_q_backup=False,
-        reward_scaler=scaler,
+        reward_scaler=reward_scaler,
     )
 
 

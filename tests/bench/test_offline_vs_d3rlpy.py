@@ -29,3 +29,14 @@ def test_d3rlpy_cql_matches_cql_yaml(bench):
     assert cfg["normalize_reward"]
     scaler = config.reward_scaler
     assert scaler.multiplier == 1000.0 and scaler.return_max - scaler.return_min == 500.0
+
+
+@pytest.mark.parametrize("algo", ["iql", "td3bc"])
+def test_d3rlpy_reward_scaling_follows_normalize_reward(bench, algo):
+    cfg, _ = bench.load_configs(algo)
+    states = np.random.default_rng(0).normal(size=(100, 11)).astype(np.float32)
+    scaler = bench.d3rlpy_algo(algo, states, returns=[100.0, 600.0]).config.reward_scaler
+    if cfg["normalize_reward"]:
+        assert scaler.multiplier == 1000.0 and scaler.return_max - scaler.return_min == 500.0
+    else:
+        assert scaler is None
