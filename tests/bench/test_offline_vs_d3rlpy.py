@@ -31,12 +31,13 @@ def test_d3rlpy_cql_matches_cql_yaml(bench):
     assert scaler.multiplier == 1000.0 and scaler.return_max - scaler.return_min == 500.0
 
 
-@pytest.mark.parametrize("algo", ["iql", "td3bc"])
-def test_d3rlpy_reward_scaling_follows_normalize_reward(bench, algo):
+@pytest.mark.parametrize(("algo", "scaled"), [("iql", True), ("td3bc", False)])
+def test_d3rlpy_reward_scaling_follows_normalize_reward(bench, algo, scaled):
     cfg, _ = bench.load_configs(algo)
+    assert cfg["normalize_reward"] is scaled  # iql.yaml scales rewards, td3bc.yaml does not
     states = np.random.default_rng(0).normal(size=(100, 11)).astype(np.float32)
     scaler = bench.d3rlpy_algo(algo, states, returns=[100.0, 600.0]).config.reward_scaler
-    if cfg["normalize_reward"]:
+    if scaled:  # x 1000 / (600 - 100)
         assert scaler.multiplier == 1000.0 and scaler.return_max - scaler.return_min == 500.0
     else:
         assert scaler is None
