@@ -46,9 +46,9 @@ import numpy as np
 
 DURATIONS = {
     "quick": "about 6.5 min, about 4.5 of them making the quick datasets (beside two training jobs)",
-    "full": "about 41 min a seed (halfcheetah)",
+    "full": "halfcheetah: about 20 min a seed alone, 41 with two runs in parallel",
 }
-"""On the shared 2-core CPU: docs/algorithms/offline.md, Figures (--task halfcheetah, one seed a run)."""
+"""On the 2-core CPU: docs/algorithms/offline.md, Figures (--task halfcheetah, one seed a run)."""
 
 START_EPISODES = 30
 """Evaluation episodes of the offline start (10 per online evaluation)."""
