@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from omnigym.envs.driving.agents import LEADER_LATERAL_MARGIN, AgentFrame, ReactiveAgents
+from omnigym.envs.driving.reactive_kernels import find_leaders
 from omnigym.envs.driving.scene import DT
 from omnigym.envs.driving.traffic import IDMParams, idm_acceleration
 
@@ -121,6 +122,28 @@ def test_the_ego_counts_as_a_leader():
     assert (60.0 - 0.5 * EGO_SIZE[0]) - (x[:, 0] + 0.5 * CAR[0]).max() > 1.0
     assert frames[-1].speed[0, 0] < 0.1
     assert x[-1, 1] > 100.0
+
+
+def test_on_a_tied_gap_an_agent_leads_before_the_ego_and_the_ego_before_a_stop_box():
+    # agent 0 follows; agent 1 (slot 0 only), the ego and a stop box all stand 20 m ahead, the same
+    # length, so all three gaps tie: the first candidate leads (agents, then the ego, then stops)
+    rows = np.array([[True, False], [True, False]])
+    pose = np.zeros((2, 2, 3))
+    pose[:, 1, 0] = 20.0
+    speed = np.array([[0.0, 3.0], [0.0, 3.0]])
+    valid = np.array([[True, True], [True, False]])  # slot 1: agent 1 is not in the log
+    size = np.full((2, 2, 2), EGO_SIZE)
+    ego_pose, ego_speed = np.array([[20.0, 0.0, 0.0], [20.0, 0.0, 0.0]]), np.array([7.0, 7.0])
+    stop_pose, stop_valid = np.array([[[20.0, 0.0, 0.0]], [[20.0, 0.0, 0.0]]]), np.ones((2, 1), bool)
+    stop_size = np.full((2, 1, 2), EGO_SIZE)
+    gap, leader_speed = np.empty((2, 2)), np.empty((2, 2))
+    find_leaders(
+        rows, pose, speed, valid, size, ego_pose, ego_speed, EGO_SIZE, stop_pose, stop_valid, stop_size,
+        LEADER_LATERAL_MARGIN, gap, leader_speed,
+    )  # fmt: skip
+    np.testing.assert_array_equal(gap[:, 0], [15.0, 15.0])
+    np.testing.assert_array_equal(leader_speed[:, 0], [3.0, 7.0])
+    assert np.isinf(gap[:, 1]).all() and not leader_speed[:, 1].any()  # not asked for: no leader
 
 
 def _reference_leaders(
