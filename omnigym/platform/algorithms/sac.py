@@ -170,6 +170,16 @@ class SAC(OffPolicyAlgorithm):
         """The current temperature, detached."""
         return self.temperature()
 
+    def load_pretrained(self, state: dict[str, Any]) -> list[str]:
+        """As the base, but a fixed temperature (a number for ``ent_coef``) stays the configured one.
+
+        Only a tuned temperature continues from the pre-trained agent's.
+        """
+        if not self.temperature.log_alpha.requires_grad:
+            networks = {k: v for k, v in state.get("networks", {}).items() if k != "log_alpha"}
+            state = {**state, "networks": networks}
+        return super().load_pretrained(state)
+
     # --- losses -----------------------------------------------------------------------------------
     def target_min(self, q: Tensor) -> Tensor:
         """Min over the members ``[n, ...]`` -> ``[...]``; over a random ``critic_subset`` if set (REDQ)."""

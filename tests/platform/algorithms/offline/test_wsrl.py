@@ -53,6 +53,17 @@ def test_load_pretrained_round_trip(make_wsrl, make_cql, random_batch):
     assert wsrl.updates == 0  # a fresh online agent: counters and optimisers are not taken
 
 
+def test_a_fixed_temperature_is_kept_and_a_tuned_one_continues_from_the_pretrained(make_wsrl, make_cql):
+    cql = make_cql(num_critics=10, layer_norm=True, ent_coef="auto_0.5")
+    state = cql.state_dict()
+    fixed = make_wsrl(ent_coef=0.05)
+    assert "log_alpha" not in fixed.load_pretrained(state)
+    assert fixed.alpha.item() == pytest.approx(0.05)
+    tuned = make_wsrl(ent_coef="auto_0.1")
+    assert "log_alpha" in tuned.load_pretrained(state)
+    assert tuned.alpha.item() == pytest.approx(0.5)
+
+
 def test_load_pretrained_without_target_copies_critics(make_wsrl, make_cql):
     cql = make_cql(num_critics=10, layer_norm=True)
     state = cql.state_dict()
